@@ -1,0 +1,36 @@
+"""Single-location regression (SPEC.md sections 1-4): the task, its risk and baselines."""
+
+from flowsim.slr._baselines import (
+    Estimate,
+    bayes_predict,
+    bayes_risk,
+    fit_linear,
+    linear_predict,
+    linear_risk,
+)
+from flowsim.slr._data import Batch, GroundTruth, empirical_risk, ground_truth, predict, sample
+from flowsim.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
+from flowsim.slr._problem import Problem
+from flowsim.slr._risk import oracle_risk, population_risk
+
+__all__ = [
+    "OVERLAP_NAMES",
+    "Batch",
+    "Estimate",
+    "GroundTruth",
+    "Problem",
+    "bayes_predict",
+    "bayes_risk",
+    "check_overlaps",
+    "empirical_risk",
+    "fit_linear",
+    "gram_matrix",
+    "ground_truth",
+    "linear_predict",
+    "linear_risk",
+    "oracle_risk",
+    "overlaps",
+    "population_risk",
+    "predict",
+    "sample",
+]

@@ -1,0 +1,114 @@
+"""Hidden directions, the sampler and the attention predictor in R^d."""
+
+import numbers
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import erf
+from jaxtyping import Array, Float, Int, PRNGKeyArray
+
+from flowsim.slr._problem import Problem
+
+__all__ = ["Batch", "GroundTruth", "empirical_risk", "ground_truth", "predict", "sample"]
+
+
+class GroundTruth(NamedTuple):
+    """The hidden directions: unit vectors k* and v* with <k*, v*> = 0."""
+
+    k_star: Float[Array, " d"]
+    v_star: Float[Array, " d"]
+
+
+class Batch(NamedTuple):
+    """Samples of the task: tokens X (n, L, d), labels y (n,), informative positions J0 (n,)."""
+
+    X: Float[Array, "n L d"]
+    y: Float[Array, " n"]
+    J0: Int[Array, " n"]
+
+
+def _check_count(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def ground_truth(key: PRNGKeyArray, d: int) -> GroundTruth:
+    """Draw k* uniformly on the sphere, then v* by Gram-Schmidt of a Gaussian vector against k*.
+
+    **Arguments:**
+
+    - `key`: a JAX PRNG key.
+    - `d`: the dimension, an integer >= 2.
+
+    **Returns:** a `GroundTruth` of orthonormal float64 vectors.
+    """
+    d = _check_count("d", d, 2)
+    return _ground_truth(key, d)
+
+
+@partial(jax.jit, static_argnums=1)
+def _ground_truth(key, d):
+    g_k, g_v = jax.random.normal(key, (2, d))
+    k_star = g_k / jnp.linalg.norm(g_k)
+    v_star = g_v - (g_v @ k_star) * k_star
+    return GroundTruth(k_star, v_star / jnp.linalg.norm(v_star))
+
+
+def sample(problem: Problem, truth: GroundTruth, key: PRNGKeyArray, n: int) -> Batch:
+    """Draw n sequences of single-location regression (SPEC.md section 1).
+
+    J0 is uniform on the L positions; the informative token is N(s k*, gamma^2 I),
+    the others N(0, I); y = <X_J0, v*> + eps xi.
+
+    **Arguments:**
+
+    - `problem`: the task parameters.
+    - `truth`: the hidden directions, of dimension `problem.d`.
+    - `key`: a JAX PRNG key; the same key gives the same samples.
+    - `n`: number of sequences, an integer >= 1.
+
+    **Returns:** a `Batch` (X of shape (n, L, d), y of shape (n,), J0 of shape (n,)).
+    """
+    n = _check_count("n", n, 1)
+    if truth.k_star.shape != (problem.d,) or truth.v_star.shape != (problem.d,):
+        raise ValueError(
+            f"truth must hold two vectors of dimension problem.d = {problem.d}, "
+            f"got shapes {truth.k_star.shape} and {truth.v_star.shape}"
+        )
+    return _sample(problem, truth, key, n)
+
+
+@partial(jax.jit, static_argnums=3)
+def _sample(problem, truth, key, n):
+    key_position, key_tokens, key_noise = jax.random.split(key, 3)
+    J0 = jax.random.randint(key_position, (n,), 0, problem.L)
+    Z = jax.random.normal(key_tokens, (n, problem.L, problem.d))
+    informative = jax.nn.one_hot(J0, problem.L, dtype=Z.dtype)[..., None]
+    X = Z * (1 + informative * (problem.gamma - 1)) + informative * problem.s * truth.k_star
+    xi = jax.random.normal(key_noise, (n,))
+    y = jnp.take_along_axis(X, J0[:, None, None], axis=1)[:, 0] @ truth.v_star + problem.eps * xi
+    return Batch(X, y, J0)
+
+
+def predict(
+    X: Float[Array, "... L d"], k: Float[Array, " d"], v: Float[Array, " d"], lam
+) -> Float[Array, "..."]:
+    """The simplified attention layer T(X) = sum_l erf(lam <X_l, k>) <X_l, v>.
+
+    **Arguments:**
+
+    - `X`: tokens, shape (..., L, d).
+    - `k`, `v`: key and value directions, shape (d,).
+    - `lam`: the inverse temperature.
+
+    **Returns:** T(X), shape (...).
+    """
+    return jnp.sum(erf(lam * (X @ k)) * (X @ v), axis=-1)
+
+
+def empirical_risk(X, y, k, v, lam) -> Float[Array, ""]:
+    """Mean squared error of the attention predictor on samples (X, y)."""
+    return jnp.mean((y - predict(X, k, v, lam)) ** 2)

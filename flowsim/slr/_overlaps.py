@@ -1,0 +1,84 @@
+"""The five overlaps (kappa, nu, theta, eta, rho) and their realizability."""
+
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+__all__ = ["OVERLAP_NAMES", "check_overlaps", "gram_matrix", "overlaps"]
+
+#: The order of the overlaps everywhere in flowsim.
+OVERLAP_NAMES = ("kappa", "nu", "theta", "eta", "rho")
+
+
+def overlaps(k: Float[Array, "... d"], v: Float[Array, "... d"], truth) -> Float[Array, "... 5"]:
+    """The overlaps of (k, v) with the hidden directions.
+
+    **Arguments:**
+
+    - `k`, `v`: key and value directions (unit vectors), with any leading axes.
+    - `truth`: the hidden directions (k*, v*), e.g. from `ground_truth`.
+
+    **Returns:** (kappa, nu, theta, eta, rho) = (<k,k*>, <v,v*>, <v,k*>, <k,v*>, <k,v>)
+    on a last axis of size 5.
+    """
+    k_star, v_star = truth
+    return jnp.stack([k @ k_star, v @ v_star, v @ k_star, k @ v_star, jnp.sum(k * v, axis=-1)], axis=-1)
+
+
+def gram_matrix(m) -> np.ndarray:
+    """The Gram matrix of (k*, v*, k, v) for overlaps m of shape (..., 5)."""
+    kappa, nu, theta, eta, rho = np.moveaxis(np.asarray(m, dtype=np.float64), -1, 0)
+    one, zero = np.ones_like(kappa), np.zeros_like(kappa)
+    rows = [
+        [one, zero, kappa, theta],
+        [zero, one, eta, nu],
+        [kappa, eta, one, rho],
+        [theta, nu, rho, one],
+    ]
+    return np.stack([np.stack(row, axis=-1) for row in rows], axis=-2)
+
+
+def check_overlaps(m, *, atol: float = 1e-10) -> np.ndarray:
+    """Validate overlaps: every point must be realizable by unit vectors k, v.
+
+    **Arguments:**
+
+    - `m`: overlaps of shape (5,) or (..., 5), in the order of `OVERLAP_NAMES`.
+    - `atol`: tolerance on |entry| <= 1 and on the Gram matrix's smallest eigenvalue.
+
+    **Returns:** `m` as a float64 NumPy array.
+
+    **Raises:** ValueError naming the first offending point and the reason: a wrong
+    shape, a non-finite entry, an entry outside [-1, 1], or a Gram matrix of
+    (k*, v*, k, v) that is not positive semidefinite.
+    """
+    array = np.asarray(m, dtype=np.float64)
+    if array.ndim == 0 or array.shape[-1] != 5:
+        raise ValueError(f"overlaps must have a last axis of size 5 {OVERLAP_NAMES}, got shape {array.shape}")
+    points = array.reshape(-1, 5)
+    for condition, reason in (
+        (~np.isfinite(points).all(axis=-1), "has a non-finite entry"),
+        ((np.abs(points) > 1 + atol).any(axis=-1), "has an entry outside [-1, 1]"),
+    ):
+        if condition.any():
+            i = int(np.argmax(condition))
+            raise ValueError(f"overlaps point {_where(i, array.shape)} = {_show(points[i])} {reason}")
+    smallest = np.linalg.eigvalsh(gram_matrix(points))[:, 0]
+    if (smallest < -atol).any():
+        i = int(np.argmin(smallest))
+        raise ValueError(
+            f"overlaps point {_where(i, array.shape)} = {_show(points[i])} is not realizable: the "
+            f"Gram matrix of (k*, v*, k, v) has eigenvalue {smallest[i]:.3g} < 0 "
+            "(it must be positive semidefinite)"
+        )
+    return array
+
+
+def _where(flat_index: int, shape) -> str:
+    return str(np.unravel_index(flat_index, shape[:-1])) if len(shape) > 1 else "(the only one)"
+
+
+def _show(point) -> str:
+    return (
+        "(" + ", ".join(f"{name}={value:.6g}" for name, value in zip(OVERLAP_NAMES, point, strict=True)) + ")"
+    )
