@@ -1,0 +1,173 @@
+"""The task module: sampler, validation, overlaps and baselines."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from flowsim import slr
+from tests.reference import published_oracle_risk
+
+
+def test_ground_truth_is_orthonormal(key):
+    truth = slr.ground_truth(key, 300)
+    assert truth.k_star.shape == (300,) and truth.k_star.dtype == jnp.float64
+    np.testing.assert_allclose([truth.k_star @ truth.k_star, truth.v_star @ truth.v_star], 1.0, rtol=1e-14)
+    assert abs(float(truth.k_star @ truth.v_star)) < 1e-15
+
+
+def test_sample_shapes_dtypes_and_reproducibility(key):
+    problem = slr.Problem(7, 5, 0.5, eps=0.1)
+    truth = slr.ground_truth(key, 7)
+    X, y, J0 = slr.sample(problem, truth, jax.random.key(3), 11)
+    assert (X.shape, y.shape, J0.shape) == ((11, 5, 7), (11,), (11,))
+    assert X.dtype == y.dtype == jnp.float64 and jnp.issubdtype(J0.dtype, jnp.integer)
+    again = slr.sample(problem, truth, jax.random.key(3), 11)
+    assert all(bool(jnp.array_equal(a, b)) for a, b in zip((X, y, J0), again, strict=True))
+
+
+def test_positions_are_uniform(key):
+    """Chi-square goodness of fit of J0 to the uniform law on L = 10 positions (n = 50 000)."""
+    problem = slr.Problem(4, 10, 0.5)
+    _, _, J0 = slr.sample(problem, slr.ground_truth(key, 4), jax.random.key(1), 50_000)
+    counts = np.bincount(np.asarray(J0), minlength=10)
+    assert stats.chisquare(counts).pvalue > 1e-3
+
+
+def test_sample_moments(key):
+    """Informative token: mean s k*, variance gamma^2 along v*; noise tokens: mean 0; y = <X_J0, v*>."""
+    problem = slr.Problem(6, 3, 0.5, gamma=0.8)
+    truth = slr.ground_truth(key, 6)
+    n = 40_000
+    X, y, J0 = slr.sample(problem, truth, jax.random.key(2), n)
+    informative = X[jnp.arange(n), J0]
+    along_k = informative @ truth.k_star
+    assert abs(float(jnp.mean(along_k)) - problem.s) < 4 * 0.8 / math.sqrt(n)
+    assert abs(float(jnp.var(informative @ truth.v_star)) - 0.64) < 4 * 0.64 * math.sqrt(2 / n)
+    np.testing.assert_allclose(y, informative @ truth.v_star, atol=1e-14)  # eps = 0
+
+
+def test_predict_matches_its_definition(key):
+    X = jax.random.normal(key, (4, 3, 5))
+    k, v = jnp.eye(5)[0], jnp.eye(5)[1]
+    expected = sum(jax.scipy.special.erf(0.7 * X[:, l, 0]) * X[:, l, 1] for l in range(3))
+    np.testing.assert_allclose(slr.predict(X, k, v, 0.7), expected, rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("d", 1, "Problem.d must be an integer >= 2, got 1"),
+        ("d", 4.0, "Problem.d must be an integer >= 2, got 4.0"),
+        ("d", True, "Problem.d must be an integer >= 2, got True"),
+        ("L", 0, "Problem.L must be an integer >= 1, got 0"),
+        ("lam", 0.0, "Problem.lam must be a finite number > 0, got 0.0"),
+        ("lam", float("nan"), "Problem.lam must be a finite number > 0, got nan"),
+        ("lam", "big", "Problem.lam must be a finite number > 0, got 'big'"),
+        ("gamma", -1.0, "Problem.gamma must be a finite number > 0, got -1.0"),
+        ("gamma", float("inf"), "Problem.gamma must be a finite number > 0, got inf"),
+        ("eps", -0.1, "Problem.eps must be a finite number >= 0, got -0.1"),
+    ],
+)
+def test_problem_validation(field, value, message):
+    arguments = {"d": 10, "L": 3, "lam": 0.5} | {field: value}
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        slr.Problem(**arguments)
+
+
+@pytest.mark.parametrize("n", [0, -5, 2.5, None])
+def test_sample_size_validation(n, key):
+    problem = slr.Problem(4, 2, 0.5)
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
+        slr.sample(problem, slr.ground_truth(key, 4), key, n)
+
+
+def test_sample_rejects_truth_of_wrong_dimension(key):
+    with pytest.raises(ValueError, match=r"dimension problem\.d = 4"):
+        slr.sample(slr.Problem(4, 2, 0.5), slr.ground_truth(key, 5), key, 3)
+
+
+def test_overlaps_order(key):
+    truth = slr.ground_truth(key, 5)
+    k = (truth.k_star + truth.v_star) / math.sqrt(2)
+    v = truth.k_star
+    np.testing.assert_allclose(
+        slr.overlaps(k, v, truth), [1 / math.sqrt(2), 0, 1, 1 / math.sqrt(2), 1 / math.sqrt(2)], atol=1e-15
+    )
+
+
+@pytest.mark.parametrize(
+    ("m", "message"),
+    [
+        ([1.2, 0, 0, 0, 0], "outside \\[-1, 1\\]"),
+        ([0.9, 0, 0, 0.9, 0], "not realizable"),  # |k|^2 >= kappa^2 + eta^2 = 1.62
+        ([0.0, 0.0, 0.0, 0.0, float("nan")], "non-finite"),
+        ([0.1, 0.2, 0.3], "last axis of size 5"),
+    ],
+)
+def test_check_overlaps_rejects(m, message):
+    with pytest.raises(ValueError, match=message):
+        slr.check_overlaps(m)
+
+
+def test_check_overlaps_accepts_the_oracle_and_names_the_bad_point():
+    slr.check_overlaps([1.0, 1.0, 0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"point \(np.int64\(1\),\)|point \(1,\)"):
+        slr.check_overlaps([[0.1, 0.1, 0, 0, 0], [0.8, 0.1, 0.0, 0.8, 0.0]])
+
+
+@pytest.mark.parametrize(
+    ("d", "L", "lam", "gamma", "eps"),
+    [(400, 10, 0.1, 0.5**0.5, 0.0), (80, 10, 2.0, 0.5**0.5, 0.1), (30, 3, 0.6, 1.1, 0.4)],
+)
+def test_oracle_risk_equals_spec_formula(d, L, lam, gamma, eps):
+    """oracle_risk (generated formula at (1,1,0,0,0)) vs SPEC section 4 by quadrature, 1e-10 relative."""
+    problem = slr.Problem(d, L, lam, gamma, eps)
+    assert float(slr.oracle_risk(problem)) == pytest.approx(
+        published_oracle_risk(d, L, lam, gamma, eps), rel=1e-10
+    )
+
+
+def test_least_squares_approaches_linear_risk(key):
+    """The held-out risk of the least-squares fit decreases towards the closed form as n grows.
+
+    With p = L d + 1 features, ordinary least squares has expected excess risk about
+    sigma^2 p / (n - p); at n = 40 p that is ~2.5 % of the risk, asserted within 6 %.
+    """
+    problem = slr.Problem(5, 4, 0.5, eps=0.1)
+    truth = slr.ground_truth(key, problem.d)
+    test = slr.sample(problem, truth, jax.random.key(10), 100_000)
+    gaps = []
+    for i, n in enumerate([50, 200, 840]):
+        X, y, _ = slr.sample(problem, truth, jax.random.key(20 + i), n)
+        weights = slr.fit_linear(X, y)
+        held_out = float(jnp.mean((test.y - slr.linear_predict(weights, test.X)) ** 2))
+        gaps.append(held_out - slr.linear_risk(problem))
+    assert gaps[0] > gaps[1] > gaps[2] > -0.01
+    assert gaps[2] < 0.06 * slr.linear_risk(problem)
+
+
+def test_fit_linear_needs_enough_samples(key):
+    problem = slr.Problem(5, 4, 0.5)
+    X, y, _ = slr.sample(problem, slr.ground_truth(key, 5), key, 10)
+    with pytest.raises(ValueError, match="at least L\\*d \\+ 1 = 21 samples"):
+        slr.fit_linear(X, y)
+
+
+def test_bayes_risk_between_noise_and_oracle(key):
+    """eps^2 <= Bayes risk <= oracle risk (each bound up to 4 standard errors); with
+    gamma = 1 and small d the posterior is uncertain, so the Bayes risk is clearly above eps^2."""
+    for problem in (slr.Problem(400, 10, 0.1, eps=0.1), slr.Problem(4, 6, 0.7, gamma=1.0, eps=0.2)):
+        truth = slr.ground_truth(key, problem.d)
+        estimate = slr.bayes_risk(problem, truth, jax.random.key(5), 20_000)
+        assert estimate.mean > problem.eps**2 - 4 * estimate.stderr
+        assert estimate.mean < float(slr.oracle_risk(problem)) + 4 * estimate.stderr
+    assert estimate.mean > problem.eps**2 + 10 * estimate.stderr
+
+
+def test_linear_risk_closed_form():
+    problem = slr.Problem(400, 10, 0.1)
+    assert slr.linear_risk(problem) == pytest.approx(0.5 - 0.25 / 9.5, rel=1e-15)
