@@ -4,29 +4,96 @@ from pathlib import Path
 
 import sympy as sp
 
-from derivations import slr
+from derivations import flow, slr
 from derivations.codegen import GeneratedFunction, latex_equation, render_module, tidy
-from derivations.slr import OVERLAPS, PARAMETERS
+from derivations.slr import OVERLAPS, PARAMETERS, kappa, nu
 
 __all__ = ["GENERATED_FILES", "generate"]
 
 #: Paths of the generated files, relative to the repository root.
 GENERATED_FILES = ("flowsim/_generated/slr.py", "docs/equations.md")
 
-_LATEX_NAMES = {slr.lam: r"\lambda", slr.eps: r"\varepsilon"}
+ALPHA = sp.Symbol("alpha", positive=True)
+_LATEX_NAMES = {slr.lam: r"\lambda", slr.eps: r"\varepsilon", ALPHA: r"\alpha"}
+_PRELUDE = (("s", "jnp.sqrt(d / 2)"),)
+_PARAMETERS_DOC = """- `d, L, lam, gamma, eps`: dimension, sequence length, inverse temperature,
+  informative-token scale and label-noise level."""
 
-_RISK_DOC = """Population risk E[(Y - T)^2] of single-location regression.
+_RISK_DOC = f"""Population risk E[(Y - T)^2] of single-location regression.
 
 **Arguments:**
 
 - `kappa, nu, theta, eta, rho`: the overlaps <k,k*>, <v,v*>, <v,k*>, <k,v*>, <k,v>.
-- `d, L, lam, gamma, eps`: dimension, sequence length, inverse temperature,
-  informative-token scale and label-noise level.
+{_PARAMETERS_DOC}
 
 All arguments broadcast against each other.
 
 **Returns:** the full risk, eps^2 and noise-token variance included.
 """
+
+
+def _doc(summary: str, returns: str, overlaps: str = "kappa, nu, theta, eta, rho", extra: str = "") -> str:
+    return (
+        f"{summary}\n\n**Arguments:**\n\n- `{overlaps}`: the overlaps.\n{_PARAMETERS_DOC}\n{extra}"
+        f"\nAll arguments broadcast against each other.\n\n**Returns:** {returns}\n"
+    )
+
+
+def _functions(risk: sp.Expr) -> list[GeneratedFunction]:
+    field = flow.flow(risk)
+    field_on_m = flow.restrict_to_manifold(field)
+    on_m = (kappa, nu)
+    jac = flow.jacobian(field, OVERLAPS)
+    jac_on_m = flow.jacobian(field_on_m, on_m)
+
+    def rows(matrix):
+        return tuple(tuple(matrix.row(i)) for i in range(matrix.rows))
+
+    def make(name, arguments, outputs, doc):
+        return GeneratedFunction(name, arguments, outputs, doc, _PRELUDE)
+
+    return [
+        make("risk", OVERLAPS + PARAMETERS, risk, _RISK_DOC),
+        make(
+            "flow",
+            OVERLAPS + PARAMETERS,
+            field,
+            _doc(
+                "The projected gradient flow on the overlaps: d/dt (kappa, nu, theta, eta, rho).",
+                "shape (..., 5).",
+            ),
+        ),
+        make(
+            "flow_on_manifold",
+            on_m + PARAMETERS,
+            field_on_m,
+            _doc(
+                "The flow on M = {theta = eta = rho = 0}: d/dt (kappa, nu).", "shape (..., 2).", "kappa, nu"
+            ),
+        ),
+        make(
+            "jacobian",
+            OVERLAPS + PARAMETERS,
+            rows(jac),
+            _doc("Jacobian of `flow`: entry [i, j] = d flow_i / d m_j.", "shape (..., 5, 5)."),
+        ),
+        make(
+            "jacobian_on_manifold",
+            on_m + PARAMETERS,
+            rows(jac_on_m),
+            _doc("Jacobian of `flow_on_manifold` in (kappa, nu).", "shape (..., 2, 2).", "kappa, nu"),
+        ),
+        make(
+            "pgd_map",
+            (*OVERLAPS, *PARAMETERS, ALPHA),
+            flow.pgd_map(risk, ALPHA),
+            _doc(
+                "One step of projected gradient descent with renormalisation, exact on the overlaps.",
+                "the overlaps after the step, shape (..., 5).",
+                extra="- `alpha`: the step size.\n",
+            ),
+        ),
+    ]
 
 
 def _equations_markdown(pieces: dict[str, sp.Expr], risk: sp.Expr) -> str:
@@ -54,7 +121,58 @@ def _equations_markdown(pieces: dict[str, sp.Expr], risk: sp.Expr) -> str:
         lines += [f"**{name}**", "", latex_equation(r"\quad", tidy(piece), _LATEX_NAMES), ""]
     total = latex_equation(r"R(\kappa, \nu, \theta, \eta, \rho)", risk, _LATEX_NAMES)
     lines += ["**Total**", "", total]
+    lines += _flow_markdown(risk)
     return "\n".join(lines)
+
+
+def _flow_markdown(risk: sp.Expr) -> list[str]:
+    """The flow, its restriction to M, the invariance proof and the PGD map, for any risk R."""
+    generic = sp.Function("R")(*OVERLAPS)
+    partials = {sp.Derivative(generic, m): sp.Symbol(f"R_{{{sp.latex(m)}}}") for m in OVERLAPS}
+
+    def in_partials(expr):
+        return sp.expand(expr.subs(partials))
+
+    names = [sp.latex(m) for m in OVERLAPS]
+    lines = [
+        "",
+        "## Projected gradient flow on the overlaps",
+        "",
+        "With $\\nabla_k R = R_\\kappa k^* + R_\\eta v^* + R_\\rho v$ and",
+        "$\\nabla_v R = R_\\nu v^* + R_\\theta k^* + R_\\rho k$, the flow",
+        "$\\dot k = -(I - kk^\\top)\\nabla_k R$, $\\dot v = -(I - vv^\\top)\\nabla_v R$ reads,",
+        "for any risk $R$ (subscripts are partial derivatives):",
+        "",
+    ]
+    for name, component in zip(names, flow.flow(generic), strict=True):
+        lines.append(latex_equation(rf"\dot{{{name}}}", in_partials(component), _LATEX_NAMES))
+    field = flow.flow(risk)
+    lines += ["### On the invariant manifold M = {θ = η = ρ = 0}", ""]
+    for name, component in zip(names[:2], flow.restrict_to_manifold(field), strict=True):
+        lines.append(latex_equation(rf"\dot{{{name}}}", tidy(component), _LATEX_NAMES))
+    lines += [
+        "**M is invariant.** Restricted to M, SymPy simplifies each of these to zero:",
+        "",
+        "| quantity on M | value |",
+        "|---|---|",
+    ]
+    lines += [f"| {name} | {value} |" for name, value in flow.invariance_of_manifold(risk, field).items()]
+    lines += [
+        "",
+        "### Exact projected gradient descent on the overlaps",
+        "",
+        "One step $k' = (k + \\alpha \\dot k)/\\lVert\\cdot\\rVert$,",
+        "$v' = (v + \\alpha\\dot v)/\\lVert\\cdot\\rVert$ (gradients at the current point)",
+        "maps the overlaps to:",
+        "",
+    ]
+    for name, component in zip(names, flow.pgd_map(generic, ALPHA), strict=True):
+        lines.append(latex_equation(f"{name}'", in_partials(component), _LATEX_NAMES))
+    lines += [
+        "The Jacobians of the 5-D flow and of the flow on M are their symbolic derivatives; all of",
+        "the above are compiled into `flowsim/_generated/slr.py`.",
+    ]
+    return lines
 
 
 def generate(root: Path) -> list[Path]:
@@ -68,17 +186,12 @@ def generate(root: Path) -> list[Path]:
     """
     pieces = slr.risk_pieces()
     risk = tidy(sum(pieces.values()))
+    nonzero = {k: v for k, v in flow.invariance_of_manifold(risk, flow.flow(risk)).items() if v != 0}
+    if nonzero:
+        raise RuntimeError(f"M is not invariant under the derived flow: {nonzero}")
     module = render_module(
-        "Single-location regression: equations generated from derivations/slr.py.",
-        [
-            GeneratedFunction(
-                name="risk",
-                arguments=OVERLAPS + PARAMETERS,
-                outputs=risk,
-                doc=_RISK_DOC,
-                prelude=(("s", "jnp.sqrt(d / 2)"),),
-            )
-        ],
+        "Single-location regression: equations generated from derivations/slr.py and derivations/flow.py.",
+        _functions(risk),
     )
     contents = {GENERATED_FILES[0]: module, GENERATED_FILES[1]: _equations_markdown(pieces, risk)}
     written = []

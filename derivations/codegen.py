@@ -43,14 +43,15 @@ class GeneratedFunction:
 
     - `name`: the Python name.
     - `arguments`: the SymPy symbols it takes, in order.
-    - `outputs`: its result; a tuple of expressions is returned stacked on a new last axis.
+    - `outputs`: its result: an expression, a tuple (stacked on a new last axis) or a
+      tuple of tuples (a matrix on two new last axes).
     - `doc`: its docstring.
     - `prelude`: (name, Python source) definitions computed before the body, e.g. s = sqrt(d/2).
     """
 
     name: str
     arguments: tuple[sp.Symbol, ...]
-    outputs: sp.Expr | tuple[sp.Expr, ...]
+    outputs: sp.Expr | tuple[sp.Expr, ...] | tuple[tuple[sp.Expr, ...], ...]
     doc: str
     prelude: tuple[tuple[str, str], ...] = ()
 
@@ -75,19 +76,27 @@ class _Printer(JaxPrinter):
 
 def _function_source(function: GeneratedFunction) -> str:
     printer = _Printer()
-    outputs = function.outputs if isinstance(function.outputs, tuple) else (function.outputs,)
-    temporaries, reduced = sp.cse(list(outputs), symbols=sp.numbered_symbols("x"), optimizations="basic")
+    shape, outputs = _flatten(function.outputs)
+    temporaries, reduced = sp.cse(outputs, symbols=sp.numbered_symbols("x"), optimizations="basic")
     lines = [f"{name} = {source}" for name, source in function.prelude]
     lines += [f"{symbol} = {printer.doprint(value)}" for symbol, value in temporaries]
-    if isinstance(function.outputs, tuple):
-        items = ",\n".join(f"    {printer.doprint(out)}" for out in reduced)
-        lines.append(f"return jnp.stack(\n    jnp.broadcast_arrays(\n    {items}\n    ),\n    axis=-1,\n)")
+    if shape:
+        items = "".join(f"    {printer.doprint(out)},\n" for out in reduced)
+        lines.append(f"return assemble(\n    {shape},\n{items})")
     else:
         lines.append(f"return {printer.doprint(reduced[0])}")
     signature = ", ".join(str(a) for a in function.arguments)
     body = textwrap.indent("\n".join(lines), "    ")
     doc = textwrap.indent(f'"""{function.doc}"""', "    ")
     return f"def {function.name}({signature}):\n{doc}\n{body}\n"
+
+
+def _flatten(outputs) -> tuple[tuple[int, ...], list[sp.Expr]]:
+    if not isinstance(outputs, tuple):
+        return (), [outputs]
+    if isinstance(outputs[0], tuple):
+        return (len(outputs), len(outputs[0])), [entry for row in outputs for entry in row]
+    return (len(outputs),), list(outputs)
 
 
 def render_module(docstring: str, functions: list[GeneratedFunction]) -> str:
@@ -98,7 +107,9 @@ def render_module(docstring: str, functions: list[GeneratedFunction]) -> str:
         "# ruff: noqa\n"
     )
     imports = (
-        "import jax.numpy as jnp\nfrom jax.scipy.special import erf\n\nfrom flowsim._special import zeta\n"
+        "import jax.numpy as jnp\n"
+        "from jax.scipy.special import erf\n\n"
+        "from flowsim._special import assemble, zeta\n"
     )
     names = ", ".join(f'"{f.name}"' for f in functions)
     parts = [header + f'"""{docstring}"""\n\n' + imports, f"__all__ = [{names}]"]

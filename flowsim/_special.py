@@ -1,11 +1,11 @@
-"""Special functions the generated equations call: Owen's T and zeta(a, b) = E[erf(a + bZ)^2]."""
+"""What the generated equations call: Owen's T, zeta(a, b) = E[erf(a + bZ)^2], and `assemble`."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr
 
-__all__ = ["owens_t", "zeta"]
+__all__ = ["assemble", "owens_t", "zeta"]
 
 # Gauss-Legendre rule on [0, 1]. For |a| <= 1 the integrand of T in t = x / a is
 # exp(-h^2 (1 + a^2 t^2) / 2) / (1 + a^2 t^2), entire in t and no narrower than a
@@ -95,3 +95,10 @@ def _zeta_jvp(primals, tangents):
         * (-2 * a / q * erf_part + 2 / jnp.sqrt(jnp.pi * q * q4) * jnp.exp(-(a**2) / (q * q4)))
     )
     return zeta(a, b), d_da * da + b * d2_da2 * db
+
+
+def assemble(shape: tuple[int, ...], *entries):
+    """Stack scalar expressions (arrays of a common broadcast shape, or constants) into
+    trailing axes of the given shape: the result has shape (*broadcast, *shape)."""
+    entries = jnp.broadcast_arrays(*(jnp.asarray(e, dtype=float) for e in entries))
+    return jnp.stack(entries, axis=-1).reshape(*entries[0].shape, *shape)
