@@ -9,23 +9,30 @@ from flowsim.slr._baselines import (
     linear_risk,
 )
 from flowsim.slr._data import Batch, GroundTruth, empirical_risk, ground_truth, predict, sample
+from flowsim.slr._dynamics import MapTrajectories, flow_field, iterate_map, solve_flow
+from flowsim.slr._init import INITIALISATIONS, initial_overlaps
 from flowsim.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
 from flowsim.slr._problem import Problem
 from flowsim.slr._risk import oracle_risk, population_risk
 
 __all__ = [
+    "INITIALISATIONS",
     "OVERLAP_NAMES",
     "Batch",
     "Estimate",
     "GroundTruth",
+    "MapTrajectories",
     "Problem",
     "bayes_predict",
     "bayes_risk",
     "check_overlaps",
     "empirical_risk",
     "fit_linear",
+    "flow_field",
     "gram_matrix",
     "ground_truth",
+    "initial_overlaps",
+    "iterate_map",
     "linear_predict",
     "linear_risk",
     "oracle_risk",
@@ -33,4 +40,5 @@ __all__ = [
     "population_risk",
     "predict",
     "sample",
+    "solve_flow",
 ]
