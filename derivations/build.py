@@ -67,9 +67,7 @@ def _functions(risk: sp.Expr) -> list[GeneratedFunction]:
             "flow_on_manifold",
             on_m + PARAMETERS,
             field_on_m,
-            _doc(
-                "The flow on M = {theta = eta = rho = 0}: d/dt (kappa, nu).", "shape (..., 2).", "kappa, nu"
-            ),
+            _doc("The flow on M = {theta = eta = rho = 0}: d/dt (kappa, nu).", "shape (..., 2).", "kappa, nu"),
         ),
         make(
             "jacobian",

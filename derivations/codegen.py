@@ -107,9 +107,7 @@ def render_module(docstring: str, functions: list[GeneratedFunction]) -> str:
         "# ruff: noqa\n"
     )
     imports = (
-        "import jax.numpy as jnp\n"
-        "from jax.scipy.special import erf\n\n"
-        "from flowsim._special import assemble, zeta\n"
+        "import jax.numpy as jnp\nfrom jax.scipy.special import erf\n\nfrom flowsim._special import assemble, zeta\n"
     )
     names = ", ".join(f'"{f.name}"' for f in functions)
     parts = [header + f'"""{docstring}"""\n\n' + imports, f"__all__ = [{names}]"]

@@ -148,6 +148,5 @@ def _pairings(factors: tuple[int, ...], covariance) -> sp.Expr:
         return sp.Integer(0)
     first, rest = factors[0], factors[1:]
     return sum(
-        covariance[first][partner] * _pairings(rest[:j] + rest[j + 1 :], covariance)
-        for j, partner in enumerate(rest)
+        covariance[first][partner] * _pairings(rest[:j] + rest[j + 1 :], covariance) for j, partner in enumerate(rest)
     )

@@ -194,7 +194,7 @@ def mean_erf_pair(i, j, a, b):
         lower = mean_erf_pair(0, j - 1, A, b)
         return merge_exponentials(sp.diff(lower, A) - mean_erf_pair(1, j - 1, A, b)).subs(A, a)
     z, x = sp.Dummy("z"), sp.Dummy("x")
-    hermite_product = sp.expand(
-        4 / sp.pi * (-1) ** (i + j) * sp.hermite(i - 1, x) * sp.hermite(j - 1, x)
-    ).subs(x, a + b * z)
+    hermite_product = sp.expand(4 / sp.pi * (-1) ** (i + j) * sp.hermite(i - 1, x) * sp.hermite(j - 1, x)).subs(
+        x, a + b * z
+    )
     return gaussian_exp_moment(hermite_product, z, a, b, 2)

@@ -70,9 +70,7 @@ def risk_pieces() -> dict[str, sp.Expr]:
     other_noise_term = _attention_term(m_on_k, m_on_v)
     return {
         "label and informative token": expectation(residual**2, blocks),
-        "label and informative token with a noise token": -2
-        * (L - 1)
-        * expectation(residual * noise_term, blocks),
+        "label and informative token with a noise token": -2 * (L - 1) * expectation(residual * noise_term, blocks),
         "noise token with itself": (L - 1) * expectation(noise_term**2, blocks),
         "two different noise tokens": (L - 1) * (L - 2) * expectation(noise_term * other_noise_term, blocks),
     }

@@ -42,6 +42,27 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    import jax
+
+    from flowsim import slr
+
+    for name, value, minimum in (("n", args.n, 1), ("t-max", args.t_max, 0), ("tol", args.tol, 0)):
+        if not value > minimum:
+            raise ValueError(f"--{name} must be > {minimum}, got {value}")
+    report = slr.verify_convergence(
+        slr.default_settings(args.d, args.L),
+        key=jax.random.key(args.seed),
+        n=args.n,
+        t_max=args.t_max,
+        tol=args.tol,
+        min_share=args.min_share,
+        progress=args.progress,
+    )
+    print(slr.format_report(report))
+    return 0 if report.claim_holds else 1
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with errors as one line and exit status 2, without the usage block."""
 
@@ -65,6 +86,22 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="PRNG seed")
     demo.add_argument("--bayes-samples", type=int, default=20_000, help="Monte Carlo samples (>= 2)")
     demo.set_defaults(run=_demo)
+
+    verify = commands.add_parser(
+        "verify",
+        help="integrate the flow from many starts and check the convergence claims "
+        "(exit status 1 if 'almost every start on M converges to +-(k*, v*)' fails)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    verify.add_argument("--d", type=int, default=400, help="token dimension (integer >= 3)")
+    verify.add_argument("--L", type=int, default=10, help="number of tokens (integer >= 1)")
+    verify.add_argument("--n", type=int, default=64, help="starts per initialisation and setting (>= 1)")
+    verify.add_argument("--t-max", type=float, default=1000.0, help="integration horizon (> 0)")
+    verify.add_argument("--tol", type=float, default=1e-3, help="distance to +-(k*, v*) counted as converged")
+    verify.add_argument("--min-share", type=float, default=0.99, help="share of starts on M that must converge")
+    verify.add_argument("--seed", type=int, default=0, help="PRNG seed")
+    verify.add_argument("--progress", action="store_true", help="show a progress meter for each solve")
+    verify.set_defaults(run=_verify)
     return parser
 
 

@@ -180,9 +180,7 @@ def integrate(
         observed = jnp.full(ys.shape[:2], jnp.nan)
     else:
         observed = jax.vmap(jax.vmap(observe, (0, 0, None)), (None, 0, None))(ts, ys, args)
-    return Trajectories(
-        ts, ys, observed, jnp.asarray(status), jnp.asarray(t_final), y_final, num_steps, reasons
-    )
+    return Trajectories(ts, ys, observed, jnp.asarray(status), jnp.asarray(t_final), y_final, num_steps, reasons)
 
 
 @eqx.filter_jit

@@ -10,25 +10,50 @@ from flowsim.slr._baselines import (
 )
 from flowsim.slr._data import Batch, GroundTruth, empirical_risk, ground_truth, predict, sample
 from flowsim.slr._dynamics import MapTrajectories, flow_field, iterate_map, solve_flow
+from flowsim.slr._fixedpoints import (
+    Attractor,
+    attractors,
+    canonical_sign,
+    fixed_points,
+    fixed_points_on_manifold,
+)
 from flowsim.slr._init import INITIALISATIONS, initial_overlaps
 from flowsim.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
 from flowsim.slr._problem import Problem
 from flowsim.slr._risk import oracle_risk, population_risk
+from flowsim.slr._verify import (
+    Setting,
+    VerifyReport,
+    VerifyRow,
+    default_settings,
+    format_report,
+    verify_convergence,
+)
 
 __all__ = [
     "INITIALISATIONS",
     "OVERLAP_NAMES",
+    "Attractor",
     "Batch",
     "Estimate",
     "GroundTruth",
     "MapTrajectories",
     "Problem",
+    "Setting",
+    "VerifyReport",
+    "VerifyRow",
+    "attractors",
     "bayes_predict",
     "bayes_risk",
+    "canonical_sign",
     "check_overlaps",
+    "default_settings",
     "empirical_risk",
     "fit_linear",
+    "fixed_points",
+    "fixed_points_on_manifold",
     "flow_field",
+    "format_report",
     "gram_matrix",
     "ground_truth",
     "initial_overlaps",
@@ -41,4 +66,5 @@ __all__ = [
     "predict",
     "sample",
     "solve_flow",
+    "verify_convergence",
 ]

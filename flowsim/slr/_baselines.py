@@ -50,9 +50,7 @@ def bayes_predict(problem: Problem, truth: GroundTruth, X: Float[Array, "... L d
     return jnp.sum(jax.nn.softmax(log_ratio, axis=-1) * (X @ truth.v_star), axis=-1)
 
 
-def bayes_risk(
-    problem: Problem, truth: GroundTruth, key: PRNGKeyArray, n: int, *, batch_size: int = 4096
-) -> Estimate:
+def bayes_risk(problem: Problem, truth: GroundTruth, key: PRNGKeyArray, n: int, *, batch_size: int = 4096) -> Estimate:
     """Monte Carlo estimate of the Bayes risk E[(Y - E[Y|X])^2].
 
     **Arguments:**
@@ -72,9 +70,7 @@ def bayes_risk(
         X, y, _ = sample(problem, truth, batch_key, batch_size)
         losses.append((y - bayes_predict(problem, truth, X)) ** 2)
     losses = jnp.concatenate(losses)
-    return Estimate(
-        float(jnp.mean(losses)), float(jnp.std(losses, ddof=1) / jnp.sqrt(losses.size)), losses.size
-    )
+    return Estimate(float(jnp.mean(losses)), float(jnp.std(losses, ddof=1) / jnp.sqrt(losses.size)), losses.size)
 
 
 def linear_risk(problem: Problem) -> float:
@@ -94,9 +90,7 @@ def fit_linear(X: Float[Array, "n L d"], y: Float[Array, " n"]) -> Float[Array, 
     """
     features = _features(X)
     if features.shape[0] < features.shape[1]:
-        raise ValueError(
-            f"least squares needs at least L*d + 1 = {features.shape[1]} samples, got {features.shape[0]}"
-        )
+        raise ValueError(f"least squares needs at least L*d + 1 = {features.shape[1]} samples, got {features.shape[0]}")
     weights, *_ = jnp.linalg.lstsq(features, y)
     return weights
 

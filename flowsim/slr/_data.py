@@ -93,9 +93,7 @@ def _sample(problem, truth, key, n):
     return Batch(X, y, J0)
 
 
-def predict(
-    X: Float[Array, "... L d"], k: Float[Array, " d"], v: Float[Array, " d"], lam
-) -> Float[Array, "..."]:
+def predict(X: Float[Array, "... L d"], k: Float[Array, " d"], v: Float[Array, " d"], lam) -> Float[Array, "..."]:
     """The simplified attention layer T(X) = sum_l erf(lam <X_l, k>) <X_l, v>.
 
     **Arguments:**

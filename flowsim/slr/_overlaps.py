@@ -79,6 +79,4 @@ def _where(flat_index: int, shape) -> str:
 
 
 def _show(point) -> str:
-    return (
-        "(" + ", ".join(f"{name}={value:.6g}" for name, value in zip(OVERLAP_NAMES, point, strict=True)) + ")"
-    )
+    return "(" + ", ".join(f"{name}={value:.6g}" for name, value in zip(OVERLAP_NAMES, point, strict=True)) + ")"

@@ -23,9 +23,7 @@ def population_risk(problem: Problem, m: Float[ArrayLike, "... 5"]) -> Float[Arr
     **Returns:** the risk, shape (...).
     """
     kappa, nu, theta, eta, rho = jnp.moveaxis(jnp.asarray(m), -1, 0)
-    return generated.risk(
-        kappa, nu, theta, eta, rho, problem.d, problem.L, problem.lam, problem.gamma, problem.eps
-    )
+    return generated.risk(kappa, nu, theta, eta, rho, problem.d, problem.L, problem.lam, problem.gamma, problem.eps)
 
 
 def oracle_risk(problem: Problem) -> Float[Array, ""]:
