@@ -13,6 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
+from flowsim.integrate import evaluate, traced
+
 __all__ = ["KINDS", "FixedPoint", "classify", "find_fixed_points", "newton_polish"]
 
 KINDS = ("sink", "source", "saddle", "non-hyperbolic")
@@ -99,7 +101,7 @@ def find_fixed_points(
 
     **Returns:** the distinct fixed points, sorted by their coordinates.
     """
-    roots, converged = newton_polish(field, jnp.asarray(starts, dtype=float), args, jnp.asarray(t, float))
+    roots, converged = newton_polish(field, jnp.asarray(starts, dtype=float), traced(args), jnp.asarray(t, float))
     roots, converged = np.asarray(roots), np.asarray(converged)
     distinct: list[np.ndarray] = []
     for root in roots[converged & np.isfinite(roots).all(axis=-1)]:
@@ -107,11 +109,11 @@ def find_fixed_points(
             distinct.append(root)
     points = []
     for root in sorted(distinct, key=tuple):
-        residual = float(jnp.linalg.norm(field(t, jnp.asarray(root), args)))
+        residual = float(jnp.linalg.norm(evaluate(field, t, root, args)))
         if residual > residual_tol:
             continue
-        eigenvalues = np.linalg.eigvals(np.asarray(jacobian(t, jnp.asarray(root), args)))
+        eigenvalues = np.linalg.eigvals(np.asarray(evaluate(jacobian, t, root, args)))
         eigenvalues = eigenvalues[np.argsort(np.real(eigenvalues))]
-        value = float(observe(t, jnp.asarray(root), args)) if observe is not None else float("nan")
+        value = float(evaluate(observe, t, root, args)) if observe is not None else float("nan")
         points.append(FixedPoint(root, classify(eigenvalues, band), eigenvalues, residual, value))
     return points

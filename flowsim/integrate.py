@@ -18,12 +18,35 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-__all__ = ["Failure", "Status", "Trajectories", "integrate"]
+__all__ = ["Failure", "Status", "Trajectories", "evaluate", "integrate", "traced"]
 
 #: Default tolerances of the PID controller. The flows are smooth and trajectories
 #: are compared to 1e-7 (scipy) and near fixed points to 1e-10, so the solves are
 #: tight; `atol` bounds the error of overlaps that pass through zero.
 RTOL, ATOL = 1e-10, 1e-12
+
+
+def traced(tree):
+    """`tree` with its Python numbers as JAX arrays.
+
+    `eqx.filter_jit` treats Python floats as static, so a parameter such as lam
+    would recompile every jitted function for each new value; arrays are traced.
+    """
+    return jax.tree.map(lambda x: jnp.asarray(x) if isinstance(x, int | float) and not isinstance(x, bool) else x, tree)
+
+
+@eqx.filter_jit
+def _evaluate(function, arguments):
+    return function(*arguments)
+
+
+def evaluate(function: Callable, *arguments):
+    """function(*arguments), compiled once per function and shapes.
+
+    The generated equations hold thousands of operations: run eagerly, each would be
+    dispatched (and compiled) on its own.
+    """
+    return _evaluate(function, traced(arguments))
 
 
 class Status(enum.IntEnum):
@@ -142,6 +165,7 @@ def integrate(
     valid = np.ones(y0.shape[0], bool) if valid is None else np.asarray(valid, bool)
     # Invalid rows are solved from a harmless copy of a valid row (static shapes), then masked.
     safe_y0 = jnp.where(valid[:, None], y0, y0[int(np.argmax(valid))] if valid.any() else 0.0)
+    args = traced(args)
     ys, y_final, t_final, code, num_steps = _solve(
         field,
         safe_y0,
@@ -179,8 +203,13 @@ def integrate(
     if observe is None:
         observed = jnp.full(ys.shape[:2], jnp.nan)
     else:
-        observed = jax.vmap(jax.vmap(observe, (0, 0, None)), (None, 0, None))(ts, ys, args)
+        observed = _observe_all(observe, ts, ys, args)
     return Trajectories(ts, ys, observed, jnp.asarray(status), jnp.asarray(t_final), y_final, num_steps, reasons)
+
+
+@eqx.filter_jit
+def _observe_all(observe, ts, ys, args):
+    return jax.vmap(jax.vmap(observe, (0, 0, None)), (None, 0, None))(ts, ys, args)
 
 
 @eqx.filter_jit

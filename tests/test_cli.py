@@ -10,9 +10,7 @@ from flowsim import slr
 
 
 def _flowsim(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "flowsim.cli", *args], capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run([sys.executable, "-m", "flowsim.cli", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_demo_prints_the_risk_table():
@@ -42,3 +40,14 @@ def test_bad_input_is_one_line_with_status_2(args, message):
     assert message in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_verify_exits_1_when_the_claim_fails(capsys):
+    """With a horizon far too short to converge, the claim fails and the exit status is 1.
+
+    Run in-process with the shapes of tests/test_fixedpoints.py so compiled solves are shared."""
+    from flowsim.cli import main
+
+    assert main(["verify", "--d", "60", "--L", "5", "--n", "12", "--t-max", "0.5"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILS" in out and "lam = 0.1" in out and "lam = 0.9" in out

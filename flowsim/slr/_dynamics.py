@@ -9,7 +9,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from flowsim._generated import slr as generated
-from flowsim.integrate import Trajectories, integrate
+from flowsim.integrate import Trajectories, evaluate, integrate, traced
 from flowsim.schedules import Constant
 from flowsim.slr._data import _check_count
 from flowsim.slr._overlaps import check_overlaps
@@ -136,12 +136,15 @@ def iterate_map(
     y0, valid, reasons = _validate_batch(m0, on_manifold=False)
     if not valid.all():
         raise ValueError(reasons[int(np.argmin(valid))])
-    args = (problem, schedule if schedule is not None else Constant(problem.lam))
+    args = traced((problem, schedule if schedule is not None else Constant(problem.lam)))
     ys = _iterate(jnp.asarray(y0), jnp.asarray(alpha, dtype=float), args, steps // log_every, log_every)
     logged_steps = np.arange(0, steps + 1, log_every)
-    lam = jax.vmap(lambda t: _lam(args, t))(alpha * jnp.asarray(logged_steps, dtype=float))
-    risk = generated.risk(*jnp.moveaxis(ys, -1, 0), *_parameters(problem, lam))
+    risk = evaluate(_risk_along, alpha * jnp.asarray(logged_steps, dtype=float), ys, args)
     return MapTrajectories(logged_steps, ys, risk)
+
+
+#: The risk of each logged iterate, at the lam of its step: times (logs,), ys (batch, logs, 5).
+_risk_along = jax.vmap(jax.vmap(_risk, (0, 0, None)), (None, 0, None))
 
 
 @eqx.filter_jit

@@ -8,6 +8,7 @@ import numpy as np
 
 from flowsim._generated import slr as generated
 from flowsim.fixedpoints import FixedPoint, find_fixed_points, newton_polish
+from flowsim.integrate import traced
 from flowsim.schedules import Constant
 from flowsim.slr._dynamics import (
     _flow_field_on_manifold,
@@ -153,7 +154,8 @@ def attractors(
     finals = canonical_sign(np.asarray(final_states, dtype=float))
     args = (problem, Constant(problem.lam if lam is None else lam))
     finite = np.isfinite(finals).all(axis=-1)
-    roots, converged = newton_polish(flow_field, jnp.asarray(np.where(finite[:, None], finals, 0.0)), args, 0.0)
+    starts = jnp.asarray(np.where(finite[:, None], finals, 0.0))
+    roots, converged = newton_polish(flow_field, starts, traced(args), jnp.asarray(0.0))
     roots, converged = canonical_sign(np.asarray(roots)), np.asarray(converged) & finite
     near = converged & (np.max(np.abs(roots - finals), axis=-1) <= merge_tol)
     centres: list[np.ndarray] = []

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from flowsim.integrate import evaluate
 from flowsim.schedules import Constant, InverseTimeDecay
 from flowsim.slr._dynamics import flow_field, solve_flow
 from flowsim.slr._fixedpoints import ORACLE, Attractor, attractors, canonical_sign
@@ -73,6 +74,9 @@ class VerifyReport:
         self.claim_holds = all(row.oracle_share >= self.min_share for row in self.rows if row.init == "manifold")
 
 
+_flow_batch = jax.vmap(flow_field, (None, 0, None))
+
+
 def _distance_to_oracle(m):
     return np.max(np.abs(canonical_sign(m) - ORACLE), axis=-1)
 
@@ -88,7 +92,7 @@ def _row(setting: Setting, init: str, m0, t_max: float, n_saves: int, tol: float
     first_hit = np.where(close.any(axis=1), np.asarray(ts)[np.argmax(close, axis=1)], np.nan)
     schedule = setting.schedule if setting.schedule is not None else Constant(setting.problem.lam)
     lam_end = float(schedule(t_max))
-    velocity = np.asarray(jax.vmap(lambda m: flow_field(t_max, m, (setting.problem, schedule)))(jnp.asarray(final)))
+    velocity = np.asarray(evaluate(_flow_batch, t_max, final, (setting.problem, schedule)))
     kappa, nu = final[:, 0], final[:, 1]
     off_manifold = np.sqrt(np.sum(final[:, 2:] ** 2, axis=-1))
     slow = (
