@@ -4,6 +4,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from flowsim._generated import slr as generated
+from flowsim.integrate import evaluate
 from flowsim.slr._problem import Problem
 
 __all__ = ["oracle_risk", "population_risk"]
@@ -22,8 +23,10 @@ def population_risk(problem: Problem, m: Float[ArrayLike, "... 5"]) -> Float[Arr
 
     **Returns:** the risk, shape (...).
     """
-    kappa, nu, theta, eta, rho = jnp.moveaxis(jnp.asarray(m), -1, 0)
-    return generated.risk(kappa, nu, theta, eta, rho, problem.d, problem.L, problem.lam, problem.gamma, problem.eps)
+    # Compiled once per shape: run eagerly, the generated expression dispatches op by op.
+    kappa, nu, theta, eta, rho = jnp.moveaxis(jnp.asarray(m, dtype=float), -1, 0)
+    parameters = (problem.d, problem.L, problem.lam, problem.gamma, problem.eps)
+    return evaluate(generated.risk, kappa, nu, theta, eta, rho, *parameters)
 
 
 def oracle_risk(problem: Problem) -> Float[Array, ""]:
