@@ -65,9 +65,7 @@ def published_oracle_risk(d, L, lam, gamma, eps):
     """SPEC.md section 4 by quadrature: eps^2 + g E[(1 - erf(lam (s + gamma Z)))^2] + (L - 1) zeta(0; lam)."""
     s = math.sqrt(d / 2)
     integrand = lambda z: (1 - special.erf(lam * (s + gamma * z))) ** 2 * np.exp(-(z**2) / 2)  # noqa: E731
-    mean = integrate.quad(integrand, -np.inf, np.inf, epsabs=1e-14, epsrel=1e-13, limit=200)[0] / math.sqrt(
-        2 * math.pi
-    )
+    mean = integrate.quad(integrand, -np.inf, np.inf, epsabs=1e-14, epsrel=1e-13, limit=200)[0] / math.sqrt(2 * math.pi)
     return eps**2 + gamma**2 * mean + (L - 1) * 2 / math.pi * math.asin(2 * lam**2 / (1 + 2 * lam**2))
 
 

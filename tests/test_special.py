@@ -13,9 +13,7 @@ def test_owens_t_matches_scipy():
     """<= 1e-12 absolute over h in [-10, 10], a in [0, 1] (and a > 1, a < 0 through the reflections)."""
     h, a = np.meshgrid(np.linspace(-10, 10, 401), np.linspace(0, 1, 101))
     assert np.abs(np.asarray(owens_t(h, a)) - special.owens_t(h, a)).max() <= 1e-12
-    h, a = np.meshgrid(
-        np.linspace(-10, 10, 101), np.concatenate([np.linspace(1, 30, 30), -np.linspace(0, 5, 11)])
-    )
+    h, a = np.meshgrid(np.linspace(-10, 10, 101), np.concatenate([np.linspace(1, 30, 30), -np.linspace(0, 5, 11)]))
     assert np.abs(np.asarray(owens_t(h, a)) - special.owens_t(h, a)).max() <= 1e-12
 
 
