@@ -21,6 +21,7 @@ from flowsim.slr._init import INITIALISATIONS, initial_overlaps
 from flowsim.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
 from flowsim.slr._problem import Problem
 from flowsim.slr._risk import oracle_risk, population_risk
+from flowsim.slr._sgd import MODES, SGDRun, run_sgd, vectors_with_overlaps
 from flowsim.slr._verify import (
     Setting,
     VerifyReport,
@@ -32,6 +33,7 @@ from flowsim.slr._verify import (
 
 __all__ = [
     "INITIALISATIONS",
+    "MODES",
     "OVERLAP_NAMES",
     "Attractor",
     "Batch",
@@ -39,6 +41,7 @@ __all__ = [
     "GroundTruth",
     "MapTrajectories",
     "Problem",
+    "SGDRun",
     "Setting",
     "VerifyReport",
     "VerifyRow",
@@ -64,7 +67,9 @@ __all__ = [
     "overlaps",
     "population_risk",
     "predict",
+    "run_sgd",
     "sample",
     "solve_flow",
+    "vectors_with_overlaps",
     "verify_convergence",
 ]

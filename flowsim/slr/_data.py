@@ -81,15 +81,16 @@ def sample(problem: Problem, truth: GroundTruth, key: PRNGKeyArray, n: int) -> B
     return _sample(problem, truth, key, n)
 
 
-@partial(jax.jit, static_argnums=3)
-def _sample(problem, truth, key, n):
+@partial(jax.jit, static_argnums=(3, 4))
+def _sample(problem, truth, key, n, dtype=jnp.float64):
+    """`sample` without validation, traceable (used inside SGD scans); `dtype` of X and y."""
     key_position, key_tokens, key_noise = jax.random.split(key, 3)
     J0 = jax.random.randint(key_position, (n,), 0, problem.L)
-    Z = jax.random.normal(key_tokens, (n, problem.L, problem.d))
+    Z = jax.random.normal(key_tokens, (n, problem.L, problem.d), dtype)
     informative = jax.nn.one_hot(J0, problem.L, dtype=Z.dtype)[..., None]
-    X = Z * (1 + informative * (problem.gamma - 1)) + informative * problem.s * truth.k_star
-    xi = jax.random.normal(key_noise, (n,))
-    y = jnp.take_along_axis(X, J0[:, None, None], axis=1)[:, 0] @ truth.v_star + problem.eps * xi
+    X = Z * (1 + informative * (problem.gamma - 1)) + informative * problem.s * truth.k_star.astype(dtype)
+    xi = jax.random.normal(key_noise, (n,), dtype)
+    y = jnp.take_along_axis(X, J0[:, None, None], axis=1)[:, 0] @ truth.v_star.astype(dtype) + problem.eps * xi
     return Batch(X, y, J0)
 
 
