@@ -12,7 +12,7 @@ from flowsim._generated import slr as generated
 from flowsim.integrate import Trajectories, evaluate, integrate, traced
 from flowsim.schedules import Constant
 from flowsim.slr._data import _check_count
-from flowsim.slr._overlaps import check_overlaps
+from flowsim.slr._overlaps import _show, unrealizable
 from flowsim.slr._problem import Problem
 
 __all__ = ["MapTrajectories", "flow_field", "iterate_map", "solve_flow"]
@@ -56,12 +56,10 @@ def _validate_batch(m0, on_manifold: bool) -> tuple[np.ndarray, np.ndarray, dict
         )
     array = array.reshape(-1, n)
     full = np.concatenate([array, np.zeros((len(array), 3))], axis=1) if on_manifold else array
-    valid, reasons = np.ones(len(array), bool), {}
-    for i, point in enumerate(full):
-        try:
-            check_overlaps(point)
-        except ValueError as error:
-            valid[i], reasons[i] = False, str(error).replace("(the only one)", f"m0[{i}]")
+    problems = unrealizable(full)
+    valid = np.ones(len(array), bool)
+    valid[list(problems)] = False
+    reasons = {i: f"overlaps point m0[{i}] = {_show(full[i])} {reason}" for i, reason in problems.items()}
     return array, valid, reasons
 
 
@@ -91,6 +89,9 @@ def solve_flow(
     along the way in `observed`, and a status per trajectory (see `failures()`).
     """
     y0, valid, reasons = _validate_batch(m0, on_manifold)
+    # Explicit steps are stability-limited: about 35 d of them per unit-100 of time at d >= 400
+    # (BENCHMARKS.md), so the default budget grows with d.
+    options.setdefault("max_steps", max(100_000, 500 * problem.d))
     args = (problem, schedule if schedule is not None else Constant(problem.lam))
     field, risk = (_flow_field_on_manifold, _risk_on_manifold) if on_manifold else (flow_field, _risk)
     return integrate(field, y0, ts, args, observe=risk, valid=valid, invalid_reasons=reasons, **options)

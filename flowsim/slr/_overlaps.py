@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-__all__ = ["OVERLAP_NAMES", "check_overlaps", "gram_matrix", "overlaps"]
+__all__ = ["OVERLAP_NAMES", "check_overlaps", "gram_matrix", "overlaps", "unrealizable"]
 
 #: The order of the overlaps everywhere in flowsim.
 OVERLAP_NAMES = ("kappa", "nu", "theta", "eta", "rho")
@@ -55,23 +55,36 @@ def check_overlaps(m, *, atol: float = 1e-10) -> np.ndarray:
     array = np.asarray(m, dtype=np.float64)
     if array.ndim == 0 or array.shape[-1] != 5:
         raise ValueError(f"overlaps must have a last axis of size 5 {OVERLAP_NAMES}, got shape {array.shape}")
-    points = array.reshape(-1, 5)
-    for condition, reason in (
-        (~np.isfinite(points).all(axis=-1), "has a non-finite entry"),
-        ((np.abs(points) > 1 + atol).any(axis=-1), "has an entry outside [-1, 1]"),
-    ):
-        if condition.any():
-            i = int(np.argmax(condition))
-            raise ValueError(f"overlaps point {_where(i, array.shape)} = {_show(points[i])} {reason}")
-    smallest = np.linalg.eigvalsh(gram_matrix(points))[:, 0]
-    if (smallest < -atol).any():
-        i = int(np.argmin(smallest))
-        raise ValueError(
-            f"overlaps point {_where(i, array.shape)} = {_show(points[i])} is not realizable: the "
-            f"Gram matrix of (k*, v*, k, v) has eigenvalue {smallest[i]:.3g} < 0 "
-            "(it must be positive semidefinite)"
-        )
+    problems = unrealizable(array.reshape(-1, 5), atol=atol)
+    if problems:
+        i, reason = next(iter(problems.items()))
+        raise ValueError(f"overlaps point {_where(i, array.shape)} = {_show(array.reshape(-1, 5)[i])} {reason}")
     return array
+
+
+def unrealizable(points, *, atol: float = 1e-10) -> dict[int, str]:
+    """Which rows of `points` (shape (n, 5)) are not realizable, and why (one vectorised check).
+
+    **Returns:** {row index: reason}, empty when every row is realizable; see `check_overlaps`.
+    """
+    points = np.asarray(points, dtype=np.float64)
+    finite = np.isfinite(points).all(axis=-1)
+    inside = (np.abs(np.where(finite[:, None], points, 0.0)) <= 1 + atol).all(axis=-1)
+    smallest = np.full(len(points), -np.inf)
+    if (finite & inside).any():
+        smallest[finite & inside] = np.linalg.eigvalsh(gram_matrix(points[finite & inside]))[:, 0]
+    problems = {}
+    for i in np.flatnonzero(~finite | ~inside | (smallest < -atol)):
+        if not finite[i]:
+            problems[int(i)] = "has a non-finite entry"
+        elif not inside[i]:
+            problems[int(i)] = "has an entry outside [-1, 1]"
+        else:
+            problems[int(i)] = (
+                f"is not realizable: the Gram matrix of (k*, v*, k, v) has eigenvalue {smallest[i]:.3g} < 0 "
+                "(it must be positive semidefinite)"
+            )
+    return problems
 
 
 def _where(flat_index: int, shape) -> str:
