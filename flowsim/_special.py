@@ -60,7 +60,8 @@ def _owens_t_jvp(primals, tangents):
     value = owens_t(h, a)
     d_dh = -jnp.exp(-0.5 * h**2) * jax.scipy.special.erf(a * h / jnp.sqrt(2.0)) / (2 * jnp.sqrt(2 * jnp.pi))
     d_da = jnp.exp(-0.5 * h**2 * (1 + a**2)) / (2 * jnp.pi * (1 + a**2))
-    return value, d_dh * dh + d_da * da
+    # Tangents take the primal's dtype: float32 arguments may meet float64 parameters.
+    return value, (d_dh * dh + d_da * da).astype(value.dtype)
 
 
 @jax.custom_jvp
@@ -95,7 +96,8 @@ def _zeta_jvp(primals, tangents):
         * gauss
         * (-2 * a / q * erf_part + 2 / jnp.sqrt(jnp.pi * q * q4) * jnp.exp(-(a**2) / (q * q4)))
     )
-    return zeta(a, b), d_da * da + b * d2_da2 * db
+    value = zeta(a, b)
+    return value, (d_da * da + b * d2_da2 * db).astype(value.dtype)
 
 
 def assemble(shape: tuple[int, ...], *entries):

@@ -49,6 +49,15 @@ def canonical_sign(m):
     return m
 
 
+def _mirror(m):
+    """The image of m under (k, v) -> (-k, -v)."""
+    return np.asarray(m) * np.array([-1.0, -1.0, -1.0, -1.0, 1.0])
+
+
+def _distance_up_to_symmetry(a, b) -> float:
+    return float(min(np.max(np.abs(a - b)), np.max(np.abs(a - _mirror(b)))))
+
+
 def _realizable(m) -> bool:
     try:
         check_overlaps(m, atol=1e-9)
@@ -151,20 +160,23 @@ def attractors(
 
     **Returns:** (attractors sorted by share, label per end point: index into the list or -1).
     """
-    finals = canonical_sign(np.asarray(final_states, dtype=float))
+    # Polish the raw end points and compare before choosing a sign: an end point with
+    # kappa = -1e-6 and its polished root with kappa = 0 would otherwise be mirrored apart.
+    finals = np.asarray(final_states, dtype=float)
     args = (problem, Constant(problem.lam if lam is None else lam))
     finite = np.isfinite(finals).all(axis=-1)
     starts = jnp.asarray(np.where(finite[:, None], finals, 0.0))
     roots, converged = newton_polish(flow_field, starts, traced(args), jnp.asarray(0.0))
-    roots, converged = canonical_sign(np.asarray(roots)), np.asarray(converged) & finite
+    roots, converged = np.asarray(roots), np.asarray(converged) & finite
     near = converged & (np.max(np.abs(roots - finals), axis=-1) <= merge_tol)
+    roots = canonical_sign(roots)
     centres: list[np.ndarray] = []
     labels = np.full(len(finals), -1)
     for i in np.flatnonzero(near):
         if not _realizable(roots[i]):
             continue
         for j, centre in enumerate(centres):
-            if np.max(np.abs(roots[i] - centre)) <= merge_tol:
+            if _distance_up_to_symmetry(roots[i], centre) <= merge_tol:
                 labels[i] = j
                 break
         else:

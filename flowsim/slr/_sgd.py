@@ -9,7 +9,6 @@ steps in `lax.scan`, logging inside the scan.
 """
 
 import math
-import numbers
 from typing import NamedTuple
 
 import equinox as eqx
@@ -109,7 +108,9 @@ def _risk_at(problem: Problem, lam, m):
 def _projected_step(vector, gradient, lr):
     tangent = gradient - (gradient @ vector) * vector
     new = vector - lr * tangent
-    return new / jnp.linalg.norm(new)
+    norm = jnp.linalg.norm(new)
+    # An overflowing step would otherwise normalise to the zero vector, finite but meaningless.
+    return jnp.where(jnp.isfinite(norm) & (norm > 0), new / norm, jnp.nan)
 
 
 def _squared_loss(k, v, X, y, lam):
@@ -162,8 +163,13 @@ def run_sgd(
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not (math.isfinite(lr) and lr > 0):
+    try:
+        lr_value = float(lr) if not isinstance(lr, bool) else math.nan
+    except (TypeError, ValueError):
+        lr_value = math.nan
+    if not (math.isfinite(lr_value) and lr_value > 0):
         raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    lr = lr_value
     steps = _check_count("steps", steps, 1)
     batch = _check_count("batch", batch, 1)
     log_every = _check_count("log_every", log_every, 1)
@@ -240,6 +246,8 @@ def _run(args, lr, seed_keys, m0, config):
             k, v = _projected_step(k, g_k, lr.astype(dtype)), _projected_step(v, g_v, lr.astype(dtype))
             bad = ~(jnp.all(jnp.isfinite(k)) & jnp.all(jnp.isfinite(v)))
             first_bad = jnp.where((first_bad < 0) & bad, step + 1, first_bad)
+            # A seed has diverged as a whole once either vector has: log no half-finite overlaps.
+            k, v = jnp.where(bad, jnp.nan, k), jnp.where(bad, jnp.nan, v)
             return (k, v, step + 1, first_bad), None
 
         def record(k, v, step):
