@@ -63,6 +63,92 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report.claim_holds else 1
 
 
+def _compare_init(text: str):
+    """--init: "sphere", "manifold", or five comma-separated overlaps kappa,nu,theta,eta,rho."""
+    if text in ("sphere", "manifold"):
+        return text
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) != 5:
+        raise ValueError(f"--init must be sphere, manifold or five comma-separated overlaps, got {text!r}")
+    return values
+
+
+def _compare(args: argparse.Namespace) -> int:
+    import math
+    from pathlib import Path
+
+    import jax
+    import matplotlib.pyplot as plt
+
+    from flowsim import schedules, slr
+    from flowsim.plots import save_figure
+
+    # Checked before anything is compiled, in the options' names (InverseTimeDecay would
+    # otherwise report a bad --lr as its step_size).
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise ValueError(f"--lr must be a finite number > 0, got {args.lr}")
+    if not (math.isfinite(args.decay) and args.decay >= 0):
+        raise ValueError(f"--decay must be a finite number >= 0, got {args.decay}")
+    if not (math.isfinite(args.attractor_tol) and args.attractor_tol > 0):
+        raise ValueError(f"--attractor-tol must be a finite number > 0, got {args.attractor_tol}")
+    problem = slr.Problem(d=args.d, L=args.L, lam=args.lam, gamma=args.gamma, eps=args.eps)
+    schedule = schedules.InverseTimeDecay(args.lam, args.decay, args.lr) if args.decay > 0 else None
+    run = slr.run_sgd(
+        problem,
+        jax.random.key(args.seed),
+        init=_compare_init(args.init),
+        lr=args.lr,
+        steps=args.steps,
+        batch=args.batch,
+        schedule=schedule,
+        log_every=args.log_every,
+        seeds=args.seeds,
+    )
+    comparison = slr.compare(
+        run, problem, schedule=schedule, reference=args.reference, attractor_tol=args.attractor_tol
+    )
+    lam = f"{args.lam}/(1 + {args.decay:g} step)" if schedule is not None else f"{args.lam}"
+    print(
+        f"Online SGD: d = {problem.d}, L = {problem.L}, lam = {lam}, gamma = {problem.gamma:.4g}, "
+        f"eps = {problem.eps}, init = {args.init}, lr = {args.lr:g}, batch = {args.batch}, "
+        f"steps = {args.steps}, seed = {args.seed}\n"
+    )
+    print(comparison.table())
+    figure = slr.overlay_figure(comparison)
+    paths = save_figure(figure, Path(args.out) / "compare")
+    plt.close(figure)
+    print(f"\nOverlay of SGD and the reference: {paths[0]} and {paths[1]}")
+    return 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    import jax
+
+    from flowsim import slr
+
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be an integer >= 1, got {args.seeds}")
+    start = time.perf_counter()
+    length = "quick" if args.quick else "full"
+    print(f"Reproducing the five reference experiments ({length} length, {args.seeds} seeds, seed {args.seed})")
+
+    def log(line: str) -> None:
+        print(f"  [{time.perf_counter() - start:6.1f} s] {line}", file=sys.stderr, flush=True)
+
+    out = Path(args.out)
+    results = slr.reproduce(jax.random.key(args.seed), quick=args.quick, seeds=args.seeds, out=out, log=log)
+    print()
+    print(slr.summary_table(results))
+    print(f"\nFigures (PNG and PDF, one per experiment) in {out}/ ({time.perf_counter() - start:.1f} s in all)")
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with errors as one line and exit status 2, without the usage block."""
 
@@ -102,6 +188,46 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--seed", type=int, default=0, help="PRNG seed")
     verify.add_argument("--progress", action="store_true", help="show a progress meter for each solve")
     verify.set_defaults(run=_verify)
+
+    compare = commands.add_parser(
+        "compare",
+        help="run online SGD in R^d and compare it with the gradient flow from the same start: "
+        "print the deviations and draw the overlay",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    compare.add_argument("--d", type=int, default=20, help="token dimension (integer >= 4 with given overlaps)")
+    compare.add_argument("--L", type=int, default=10, help="number of tokens (integer >= 1)")
+    compare.add_argument("--lam", type=float, default=1.0, help="inverse temperature (> 0), lam at step 0")
+    compare.add_argument("--decay", type=float, default=0.0, help="schedule lam / (1 + decay * step) (>= 0)")
+    compare.add_argument("--gamma", type=float, default=0.5**0.5, help="informative-token scale (> 0)")
+    compare.add_argument("--eps", type=float, default=0.1, help="label-noise level (>= 0)")
+    compare.add_argument(
+        "--init", default="sphere", help="sphere, manifold, or overlaps kappa,nu,theta,eta,rho (all seeds)"
+    )
+    compare.add_argument("--lr", type=float, default=5e-4, help="SGD step size (> 0); flow time t = lr * step")
+    compare.add_argument("--steps", type=int, default=20_000, help="SGD steps (>= 1)")
+    compare.add_argument("--batch", type=int, default=32, help="samples per step (>= 1)")
+    compare.add_argument("--log-every", type=int, default=200, help="log every this many steps (divides --steps)")
+    compare.add_argument("--seeds", type=int, default=8, help="independent runs (>= 1)")
+    compare.add_argument("--reference", choices=("flow", "map"), default="flow", help="gradient flow or PGD map")
+    compare.add_argument("--attractor-tol", type=float, default=0.1, help="end-point distance for 'same attractor'")
+    compare.add_argument("--seed", type=int, default=0, help="PRNG seed")
+    compare.add_argument("--out", default="flowsim-out/compare", help="folder of the overlay figure (PNG and PDF)")
+    compare.set_defaults(run=_compare)
+
+    reproduce = commands.add_parser(
+        "reproduce",
+        help="run the paper's five reference experiments (SPEC.md section 6): print the summary table "
+        "and draw the four-panel figure of each",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    reproduce.add_argument(
+        "--quick", action="store_true", help="reduced lengths (6000 population steps, 2000 SGD steps)"
+    )
+    reproduce.add_argument("--seeds", type=int, default=30, help="runs per experiment (>= 1)")
+    reproduce.add_argument("--seed", type=int, default=0, help="PRNG seed")
+    reproduce.add_argument("--out", default="flowsim-out/reproduce", help="folder of the figures (PNG and PDF)")
+    reproduce.set_defaults(run=_reproduce)
     return parser
 
 

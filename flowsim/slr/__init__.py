@@ -8,8 +8,27 @@ from flowsim.slr._baselines import (
     linear_predict,
     linear_risk,
 )
+from flowsim.slr._compare import (
+    Comparison,
+    SweepResult,
+    compare,
+    overlay_figure,
+    sweep_batch,
+    sweep_dataset,
+    sweep_lr,
+)
 from flowsim.slr._data import Batch, GroundTruth, empirical_risk, ground_truth, predict, sample
 from flowsim.slr._dynamics import MapTrajectories, flow_field, iterate_map, solve_flow
+from flowsim.slr._experiments import (
+    EXPERIMENTS,
+    Experiment,
+    ExperimentResult,
+    Summary,
+    experiment_figure,
+    reproduce,
+    run_experiment,
+    summary_table,
+)
 from flowsim.slr._fixedpoints import (
     Attractor,
     attractors,
@@ -32,17 +51,23 @@ from flowsim.slr._verify import (
 )
 
 __all__ = [
+    "EXPERIMENTS",
     "INITIALISATIONS",
     "MODES",
     "OVERLAP_NAMES",
     "Attractor",
     "Batch",
+    "Comparison",
     "Estimate",
+    "Experiment",
+    "ExperimentResult",
     "GroundTruth",
     "MapTrajectories",
     "Problem",
     "SGDRun",
     "Setting",
+    "Summary",
+    "SweepResult",
     "VerifyReport",
     "VerifyRow",
     "attractors",
@@ -50,8 +75,10 @@ __all__ = [
     "bayes_risk",
     "canonical_sign",
     "check_overlaps",
+    "compare",
     "default_settings",
     "empirical_risk",
+    "experiment_figure",
     "fit_linear",
     "fixed_points",
     "fixed_points_on_manifold",
@@ -65,11 +92,18 @@ __all__ = [
     "linear_risk",
     "oracle_risk",
     "overlaps",
+    "overlay_figure",
     "population_risk",
     "predict",
+    "reproduce",
+    "run_experiment",
     "run_sgd",
     "sample",
     "solve_flow",
+    "summary_table",
+    "sweep_batch",
+    "sweep_dataset",
+    "sweep_lr",
     "vectors_with_overlaps",
     "verify_convergence",
 ]
