@@ -33,9 +33,10 @@ import numpy as np
 from flowsim._generated import slr as generated
 from flowsim.integrate import evaluate
 from flowsim.schedules import InverseTimeDecay
-from flowsim.slr._dynamics import flow_field, iterate_map, solve_flow
-from flowsim.slr._fixedpoints import ORACLE, Attractor, attractors, canonical_sign
+from flowsim.slr._dynamics import iterate_map, solve_flow
+from flowsim.slr._fixedpoints import ORACLE, Attractor
 from flowsim.slr._init import initial_overlaps
+from flowsim.slr._outcomes import classify_end_points
 from flowsim.slr._problem import Problem
 from flowsim.slr._risk import oracle_risk
 from flowsim.slr._sgd import run_sgd
@@ -208,9 +209,6 @@ def _lengths(steps: int, scale: float, log_points: int) -> tuple[int, int]:
     return max(log_every, total - total % log_every), log_every
 
 
-_flow_batch = jax.vmap(flow_field, (None, 0, None))
-
-
 def _summarize(
     experiment: Experiment, finals: np.ndarray, final_excess: np.ndarray, lam_final: float, tol: float
 ) -> Summary:
@@ -218,35 +216,17 @@ def _summarize(
     # point within tol; a population run is assigned within attractors()' default 1e-4.
     merge_tol = tol if experiment.algorithm == "sgd" else 1e-4
     problem = Problem(experiment.d, experiment.L, lam_final, experiment.gamma, experiment.eps)
+    outcomes = classify_end_points(problem, finals, lam=lam_final, tol=tol, merge_tol=merge_tol)
     finite = np.isfinite(finals).all(axis=-1)
-    safe = np.where(finite[:, None], finals, 0.0)
-    reached = finite & (np.max(np.abs(canonical_sign(safe) - ORACLE), axis=-1) <= tol)
-    velocity = np.asarray(evaluate(_flow_batch, 0.0, safe, (problem, InverseTimeDecay(lam_final, 0.0, 1.0))))
-    kappa, nu = safe[:, 0], safe[:, 1]
-    approaching = (
-        finite
-        & ~reached
-        & (np.linalg.norm(safe[:, 2:], axis=-1) <= tol)
-        & (np.abs(nu) >= 1 - tol)
-        & (kappa * nu > 0)
-        & (velocity[:, 0] * np.sign(kappa) > 0)
-    )
-    rest = finite & ~reached & ~approaching
-    others: list[Attractor] = []
-    if rest.any():
-        # All rows (the others as NaN, which attractors() skips): one compiled Newton polish per shape.
-        found, _ = attractors(problem, np.where(rest[:, None], finals, np.nan), merge_tol=merge_tol)
-        n = len(finals)
-        others = [Attractor(**{**a.__dict__, "share": a.count / n}) for a in found if not a.is_oracle]
     excess = final_excess[finite]
     return Summary(
         seeds=len(finals),
         tol=tol,
-        reached=int(reached.sum()),
-        approaching=int(approaching.sum()),
-        others=others,
-        unassigned=int(rest.sum()) - sum(a.count for a in others),
-        diverged=int((~finite).sum()),
+        reached=int(outcomes.reached.sum()),
+        approaching=int(outcomes.approaching.sum()),
+        others=outcomes.others,
+        unassigned=outcomes.unassigned,
+        diverged=outcomes.failed,
         lam_final=lam_final,
         final_excess=float(np.mean(excess)) if excess.size else float("nan"),
         final_excess_median=float(np.median(excess)) if excess.size else float("nan"),

@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim.integrate import evaluate
 from flowsim.schedules import Constant, InverseTimeDecay
-from flowsim.slr._dynamics import flow_field, solve_flow
-from flowsim.slr._fixedpoints import ORACLE, Attractor, attractors, canonical_sign
+from flowsim.slr._dynamics import solve_flow
+from flowsim.slr._fixedpoints import ORACLE, Attractor, canonical_sign
 from flowsim.slr._init import initial_overlaps
+from flowsim.slr._outcomes import classify_end_points
 from flowsim.slr._problem import Problem
 
 __all__ = ["Setting", "VerifyReport", "VerifyRow", "default_settings", "format_report", "verify_convergence"]
@@ -74,9 +74,6 @@ class VerifyReport:
         self.claim_holds = all(row.oracle_share >= self.min_share for row in self.rows if row.init == "manifold")
 
 
-_flow_batch = jax.vmap(flow_field, (None, 0, None))
-
-
 def _distance_to_oracle(m):
     return np.max(np.abs(canonical_sign(m) - ORACLE), axis=-1)
 
@@ -88,42 +85,22 @@ def _row(setting: Setting, init: str, m0, t_max: float, n_saves: int, tol: float
     ok = np.asarray(solution.ok)
     final = ys[:, -1]
     close = _distance_to_oracle(ys) <= tol
-    converged = ok & close[:, -1]
     first_hit = np.where(close.any(axis=1), np.asarray(ts)[np.argmax(close, axis=1)], np.nan)
     schedule = setting.schedule if setting.schedule is not None else Constant(setting.problem.lam)
-    lam_end = float(schedule(t_max))
-    velocity = np.asarray(evaluate(_flow_batch, t_max, final, (setting.problem, schedule)))
-    kappa, nu = final[:, 0], final[:, 1]
-    off_manifold = np.sqrt(np.sum(final[:, 2:] ** 2, axis=-1))
-    slow = (
-        ok
-        & ~converged
-        & (off_manifold <= tol)
-        & (np.abs(nu) >= 1 - tol)
-        & (kappa * nu > 0)
-        & (velocity[:, 0] * np.sign(kappa) > 0)
-    )
-    rest = ok & ~converged & ~slow
-    others = attractors(setting.problem, final[rest], lam=lam_end)[0] if rest.any() else []
-    others = [a for a in others if not a.is_oracle]
+    outcomes = classify_end_points(setting.problem, final, lam=float(schedule(t_max)), tol=tol, ok=ok)
+    converged = outcomes.reached
     n = len(m0)
-    reached_other = sum(a.count for a in others)
     return VerifyRow(
         setting.name,
         init,
         n,
         int(converged.sum()),
-        int(slow.sum()),
-        [_rescale(a, n) for a in others],
-        int(rest.sum()) - reached_other,
-        int((~ok).sum()),
+        int(outcomes.approaching.sum()),
+        outcomes.others,
+        outcomes.unassigned,
+        outcomes.failed,
         float(np.nanmedian(first_hit[converged])) if converged.any() else float("nan"),
     )
-
-
-def _rescale(attractor: Attractor, n: int) -> Attractor:
-    """Shares relative to all n starts of the row (attractors() saw only the leftover ones)."""
-    return Attractor(**{**attractor.__dict__, "share": attractor.count / n})
 
 
 def verify_convergence(
