@@ -1,5 +1,6 @@
 """Hidden directions, the sampler and the attention predictor in R^d."""
 
+import math
 import numbers
 from functools import partial
 from typing import NamedTuple
@@ -27,6 +28,17 @@ class Batch(NamedTuple):
     X: Float[Array, "n L d"]
     y: Float[Array, " n"]
     J0: Int[Array, " n"]
+
+
+def _check_positive(name: str, value) -> float:
+    """`value` as a float, if it is a finite real number > 0 (a Python, NumPy or JAX scalar)."""
+    try:
+        number = float(value) if not isinstance(value, bool | str) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return number
 
 
 def _check_count(name: str, value, minimum: int) -> int:

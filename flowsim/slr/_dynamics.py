@@ -11,7 +11,7 @@ from jaxtyping import Array, Float
 from flowsim._generated import slr as generated
 from flowsim.integrate import Trajectories, evaluate, integrate, traced
 from flowsim.schedules import Constant
-from flowsim.slr._data import _check_count
+from flowsim.slr._data import _check_count, _check_positive
 from flowsim.slr._overlaps import _show, unrealizable
 from flowsim.slr._problem import Problem
 
@@ -128,8 +128,7 @@ def iterate_map(
 
     **Returns:** a `MapTrajectories` with steps 0, log_every, ..., steps.
     """
-    if not (isinstance(alpha, int | float) and np.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    alpha = _check_positive("alpha", alpha)
     steps = _check_count("steps", steps, 1)
     log_every = _check_count("log_every", log_every, 1)
     if steps % log_every:

@@ -19,7 +19,6 @@ Each seed's end point is classified (see `Summary`):
 """
 
 import math
-import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ import numpy as np
 from flowsim._generated import slr as generated
 from flowsim.integrate import evaluate
 from flowsim.schedules import InverseTimeDecay
+from flowsim.slr._data import _check_count, _check_positive
 from flowsim.slr._dynamics import iterate_map, solve_flow
 from flowsim.slr._fixedpoints import ORACLE, Attractor
 from flowsim.slr._init import initial_overlaps
@@ -190,18 +190,6 @@ class ExperimentResult:
         return self.experiment.alpha * self.steps
 
 
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
 def _lengths(steps: int, scale: float, log_points: int) -> tuple[int, int]:
     """(steps run, log_every): about steps * scale steps, logged about log_points times."""
     total = max(1, round(steps * scale))
@@ -269,9 +257,9 @@ def run_experiment(
         raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {experiment.algorithm!r}")
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    seeds = _check_int("seeds", seeds, 1)
+    seeds = _check_count("seeds", seeds, 1)
     scale = _check_positive("scale", scale)
-    log_points = _check_int("log_points", log_points, 1)
+    log_points = _check_count("log_points", log_points, 1)
     tol = TOLERANCES[experiment.algorithm] if tol is None else _check_positive("tol", tol)
     if m0 is not None:
         m0 = np.asarray(m0, dtype=float)
@@ -352,7 +340,7 @@ def reproduce(
 
     **Returns:** the results, in the order of `experiments`.
     """
-    seeds = _check_int("seeds", seeds, 1)
+    seeds = _check_count("seeds", seeds, 1)
     results = []
     for experiment in experiments:
         if not isinstance(experiment, Experiment):

@@ -11,9 +11,14 @@ from flowsim.slr._dynamics import flow_field
 from flowsim.slr._fixedpoints import ORACLE, Attractor, attractors, canonical_sign
 from flowsim.slr._problem import Problem
 
-__all__ = ["Outcomes", "classify_end_points"]
+__all__ = ["Outcomes", "classify_end_points", "distance_to_oracle"]
 
 _flow_batch = jax.vmap(flow_field, (None, 0, None))
+
+
+def distance_to_oracle(m):
+    """Max-norm distance of overlaps m (..., 5) to +-(k*, v*), up to (k, v) -> (-k, -v)."""
+    return np.max(np.abs(canonical_sign(m) - ORACLE), axis=-1)
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ def classify_end_points(
     finals = np.asarray(finals, dtype=float)
     finite = np.isfinite(finals).all(axis=-1) & (np.ones(len(finals), bool) if ok is None else np.asarray(ok))
     safe = np.where(finite[:, None], finals, 0.0)
-    reached = finite & (np.max(np.abs(canonical_sign(safe) - ORACLE), axis=-1) <= tol)
+    reached = finite & (distance_to_oracle(safe) <= tol)
     velocity = np.asarray(evaluate(_flow_batch, 0.0, safe, (problem, Constant(lam))))
     kappa, nu = safe[:, 0], safe[:, 1]
     approaching = (

@@ -8,7 +8,6 @@ population risk through the overlaps (population). Seeds run in parallel (vmap),
 steps in `lax.scan`, logging inside the scan.
 """
 
-import math
 from typing import NamedTuple
 
 import equinox as eqx
@@ -20,7 +19,7 @@ from jaxtyping import Array, Float
 from flowsim._generated import slr as generated
 from flowsim.integrate import traced
 from flowsim.schedules import Constant
-from flowsim.slr._data import GroundTruth, _check_count, _ground_truth, _sample, predict
+from flowsim.slr._data import GroundTruth, _check_count, _check_positive, _ground_truth, _sample, predict
 from flowsim.slr._overlaps import check_overlaps, overlaps
 from flowsim.slr._problem import Problem
 
@@ -163,13 +162,7 @@ def run_sgd(
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
-    try:
-        lr_value = float(lr) if not isinstance(lr, bool) else math.nan
-    except (TypeError, ValueError):
-        lr_value = math.nan
-    if not (math.isfinite(lr_value) and lr_value > 0):
-        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
-    lr = lr_value
+    lr = _check_positive("lr", lr)
     steps = _check_count("steps", steps, 1)
     batch = _check_count("batch", batch, 1)
     log_every = _check_count("log_every", log_every, 1)

@@ -8,9 +8,9 @@ import numpy as np
 
 from flowsim.schedules import Constant, InverseTimeDecay
 from flowsim.slr._dynamics import solve_flow
-from flowsim.slr._fixedpoints import ORACLE, Attractor, canonical_sign
+from flowsim.slr._fixedpoints import Attractor
 from flowsim.slr._init import initial_overlaps
-from flowsim.slr._outcomes import classify_end_points
+from flowsim.slr._outcomes import classify_end_points, distance_to_oracle
 from flowsim.slr._problem import Problem
 
 __all__ = ["Setting", "VerifyReport", "VerifyRow", "default_settings", "format_report", "verify_convergence"]
@@ -74,17 +74,13 @@ class VerifyReport:
         self.claim_holds = all(row.oracle_share >= self.min_share for row in self.rows if row.init == "manifold")
 
 
-def _distance_to_oracle(m):
-    return np.max(np.abs(canonical_sign(m) - ORACLE), axis=-1)
-
-
 def _row(setting: Setting, init: str, m0, t_max: float, n_saves: int, tol: float, progress: bool) -> VerifyRow:
     ts = jnp.linspace(0.0, t_max, n_saves)
     solution = solve_flow(setting.problem, m0, ts, schedule=setting.schedule, progress=progress, max_steps=2_000_000)
     ys = np.asarray(solution.ys)
     ok = np.asarray(solution.ok)
     final = ys[:, -1]
-    close = _distance_to_oracle(ys) <= tol
+    close = distance_to_oracle(ys) <= tol
     first_hit = np.where(close.any(axis=1), np.asarray(ts)[np.argmax(close, axis=1)], np.nan)
     schedule = setting.schedule if setting.schedule is not None else Constant(setting.problem.lam)
     outcomes = classify_end_points(setting.problem, final, lam=float(schedule(t_max)), tol=tol, ok=ok)
