@@ -15,7 +15,7 @@ import optimistix as optx
 
 from flowsim.integrate import evaluate, traced
 
-__all__ = ["KINDS", "FixedPoint", "classify", "find_fixed_points", "newton_polish"]
+__all__ = ["KINDS", "FixedPoint", "classify", "describe_fixed_point", "find_fixed_points", "newton_polish"]
 
 KINDS = ("sink", "source", "saddle", "non-hyperbolic")
 
@@ -107,13 +107,32 @@ def find_fixed_points(
     for root in roots[converged & np.isfinite(roots).all(axis=-1)]:
         if accept(root) and not any(np.max(np.abs(root - other)) <= merge_tol for other in distinct):
             distinct.append(root)
-    points = []
-    for root in sorted(distinct, key=tuple):
-        residual = float(jnp.linalg.norm(evaluate(field, t, root, args)))
-        if residual > residual_tol:
-            continue
-        eigenvalues = np.linalg.eigvals(np.asarray(evaluate(jacobian, t, root, args)))
-        eigenvalues = eigenvalues[np.argsort(np.real(eigenvalues))]
-        value = float(evaluate(observe, t, root, args)) if observe is not None else float("nan")
-        points.append(FixedPoint(root, classify(eigenvalues, band), eigenvalues, residual, value))
-    return points
+    points = [
+        describe_fixed_point(field, jacobian, root, args, t=t, observe=observe, residual_tol=residual_tol, band=band)
+        for root in sorted(distinct, key=tuple)
+    ]
+    return [point for point in points if point is not None]
+
+
+def describe_fixed_point(
+    field: Callable,
+    jacobian: Callable,
+    root,
+    args,
+    *,
+    t: float = 0.0,
+    observe: Callable | None = None,
+    residual_tol: float = 1e-10,
+    band: float = 1e-8,
+) -> FixedPoint | None:
+    """Residual, eigenvalues, kind and observable at an already found root.
+
+    **Returns:** a `FixedPoint`, or None if |field(root)| > residual_tol.
+    """
+    residual = float(jnp.linalg.norm(evaluate(field, t, root, args)))
+    if residual > residual_tol:
+        return None
+    eigenvalues = np.linalg.eigvals(np.asarray(evaluate(jacobian, t, root, args)))
+    eigenvalues = eigenvalues[np.argsort(np.real(eigenvalues))]
+    value = float(evaluate(observe, t, root, args)) if observe is not None else float("nan")
+    return FixedPoint(np.asarray(root), classify(eigenvalues, band), eigenvalues, residual, value)

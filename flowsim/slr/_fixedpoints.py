@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowsim._generated import slr as generated
-from flowsim.fixedpoints import FixedPoint, find_fixed_points, newton_polish
+from flowsim.fixedpoints import FixedPoint, describe_fixed_point, find_fixed_points, newton_polish
 from flowsim.integrate import traced
 from flowsim.schedules import Constant
 from flowsim.slr._dynamics import (
@@ -184,9 +184,10 @@ def attractors(
             labels[i] = len(centres) - 1
     found = []
     for j, centre in enumerate(centres):
-        (point,) = find_fixed_points(
-            flow_field, _jacobian, centre[None], args, observe=_risk, residual_tol=residual_tol, band=band
-        ) or (None,)
+        # The centre is already a Newton root: only its residual and stability remain to compute.
+        point = describe_fixed_point(
+            flow_field, _jacobian, centre, args, observe=_risk, residual_tol=residual_tol, band=band
+        )
         if point is None:
             labels[labels == j] = -1
             continue
