@@ -78,7 +78,7 @@ def _draw_only(problem, seed_keys, steps, batch):
     return jax.vmap(one_seed)(seed_keys)
 
 
-def _timed(function, repeats):
+def timed(function, repeats):
     """(first call's wall time, fastest of `repeats` further calls)."""
     times = []
     for _ in range(repeats + 1):
@@ -99,8 +99,8 @@ def cost_row(d, L, batch, seeds, steps, args):
     def draw():
         jax.block_until_ready(_draw_only(traced(problem), jax.random.split(key, seeds), steps, batch))
 
-    sgd_first, sgd_best = _timed(sgd, args.repeats)
-    draw_first, draw_best = _timed(draw, args.repeats)
+    sgd_first, sgd_best = timed(sgd, args.repeats)
+    draw_first, draw_best = timed(draw, args.repeats)
     return dict(
         d=d,
         L=L,
@@ -136,11 +136,11 @@ def paper_row(args):
             log_every=log_every,
         )
 
-    first, best = _timed(sgd, 1)
+    first, best = timed(sgd, 1)
     return dict(steps=steps, log_every=log_every, wall=best, compile=first - best, per_step=best / steps)
 
 
-def _machine():
+def machine():
     try:
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
         model = next(line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name"))
@@ -154,7 +154,7 @@ def _machine():
 
 def main():
     args = parse_args()
-    print(f"machine: {_machine()}")
+    print(f"machine: {machine()}")
     print(f"float64, lr = {args.lr}, fastest of {args.repeats} timed calls after a compiling call\n")
     header = (
         f"{'d':>5} {'L':>4} {'batch':>5} {'seeds':>5} {'steps':>5} {'Gaussians/step':>14} "

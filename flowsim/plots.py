@@ -9,7 +9,6 @@ computed from (fixed points, attractors, labels, trajectories) is stored on the 
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import jax
@@ -17,6 +16,7 @@ import numpy as np
 
 from flowsim._generated import slr as generated
 from flowsim.integrate import Trajectories
+from flowsim.results import save_figure  # re-exported: every figure is written through it (atomic PNG + PDF)
 from flowsim.slr import OVERLAP_NAMES, Problem, attractors, fixed_points_on_manifold, initial_overlaps, solve_flow
 
 if TYPE_CHECKING:
@@ -50,26 +50,6 @@ UNASSIGNED_COLOR = "0.7"
 
 #: Lower clip of the distance to M, so that trajectories on M stay on a log axis.
 DISTANCE_FLOOR = 1e-16
-
-
-def save_figure(fig: "Figure", path_stem) -> list[Path]:
-    """Write a figure as PNG (150 dpi) and PDF side by side, creating the folder.
-
-    **Arguments:**
-
-    - `fig`: the figure.
-    - `path_stem`: the path without suffix (a ".png" or ".pdf" suffix is dropped).
-
-    **Returns:** the paths written, PNG first.
-    """
-    stem = Path(path_stem)
-    if stem.suffix.lower() in (".png", ".pdf"):
-        stem = stem.with_suffix("")
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.parent / f"{stem.name}{suffix}" for suffix in (".png", ".pdf")]
-    for path in paths:
-        fig.savefig(path, dpi=150, bbox_inches="tight")
-    return paths
 
 
 def phase_portrait(

@@ -1,53 +1,411 @@
-"""The command line, run as a user would (subprocess)."""
+"""The command line, run as a user would, and the results it writes (docs/results.md).
 
+Compilation dominates on 2 CPU cores, and a subprocess pays its imports and compiles every program
+again. So the runs that exercise JAX are few and tiny and run in this process (`main`), sized so
+that they share compiled programs with the demo's: `flow`, `compare`, `verify` and `portrait`
+integrate as many starts at the same d, L and saved times as the demo's comparison and check. What
+only a separate process shows (exit status, stderr, no traceback, the same numbers from two
+processes, derive) runs in subprocesses, started one after the other in the background when this
+module starts, sharing a persistent compilation cache.
+"""
+
+import contextlib
+import csv
+import io
+import json
+import math
+import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import jax
+import numpy as np
 import pytest
 
-from flowsim import slr
+from flowsim import results, slr
+from flowsim._generated import slr as generated
+from flowsim.cli import main
+from flowsim.integrate import evaluate
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+SGD = "sgd --d 6 --L 3 --steps 40 --log-every 10 --seeds 2 --engine rd"
+#: Subprocess runs: name: arguments (--out is added).
+PROCESSES = {
+    "sgd": f"{SGD} --seed 3 --decay 1e-3",
+    "derive": "derive",
+    "sgd_again": f"{SGD} --seed 3 --decay 1e-3",
+    "sgd_diverged": f"{SGD} --lr 1e300",
+}
+#: Bad inputs: (arguments, the start of the one line on stderr); the first three in subprocesses.
+BAD_INPUTS = [
+    ("nonsense", "flowsim: error: argument command: invalid choice: 'nonsense'"),
+    ("sgd --d -3", "flowsim sgd: error: --d must be an integer >= 2, got -3"),
+    ("flow --out {file}/results", "flowsim flow: error: cannot write results into"),
+    ("flow --lam nan", "flowsim flow: error: --lam must be a finite number > 0, got nan"),
+    ("demo --L 0", "flowsim demo: error: --L must be an integer >= 1, got 0"),
+    ("portrait --d abc", "flowsim portrait: error: argument --d: invalid int value: 'abc'"),
+    ("verify --bogus", "flowsim: error: unrecognized arguments: --bogus"),
+]
+IN_SUBPROCESSES = 3
+#: The sizes the runs in this process share: dimension, tokens, starts (or seeds), saved (or logged) times.
+D, L, N, SAVES = 10, 4, 2, 61
+DEMO = f"demo --d {D} --L {L} --bayes-samples 200 --sgd-d {D} --sgd-steps {SAVES - 1} --sgd-seeds {N}"
+DEMO += f" --verify-d {D} --verify-n {N}"
 
 
-def _flowsim(*args):
-    return subprocess.run([sys.executable, "-m", "flowsim.cli", *args], capture_output=True, text=True, timeout=300)
+def _flowsim(arguments: str, env=None) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "flowsim.cli", *arguments.split()]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=REPOSITORY)
 
 
-def test_demo_prints_the_risk_table():
-    result = _flowsim("demo", "--d", "50", "--L", "4", "--lam", "0.3", "--bayes-samples", "2000")
+@pytest.fixture(scope="module", autouse=True)
+def processes(tmp_path_factory):
+    """{name: future of (completed process, output folder)}: every subprocess run, queued at once."""
+    base = tmp_path_factory.mktemp("processes")
+    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(base / "jax-cache"))
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    regular_file = base / "a-file"
+    regular_file.write_text("")
+
+    def run(name, arguments):
+        out = base / name
+        return _flowsim(f"{arguments} --out {out}", env), out
+
+    # One at a time: the runs in this process are the critical path.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        futures = {name: pool.submit(run, name, arguments) for name, arguments in PROCESSES.items()}
+        for i, (arguments, _) in enumerate(BAD_INPUTS[:IN_SUBPROCESSES]):
+            futures[f"bad {i}"] = pool.submit(_flowsim, arguments.format(file=regular_file))
+        yield futures
+
+
+def _run(capsys, arguments: str) -> tuple[int, str, str]:
+    """`flowsim ARGUMENTS` in this process: (exit status, stdout, stderr)."""
+    status = main(arguments.split())
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def _succeeded(processes, name):
+    result, out = processes[name].result()
     assert result.returncode == 0, result.stderr
-    oracle = float(slr.oracle_risk(slr.Problem(50, 4, 0.3)))
-    line = next(line for line in result.stdout.splitlines() if line.startswith("oracle"))
+    assert "Traceback" not in result.stderr
+    return result, out
+
+
+def _table(path) -> list[dict]:
+    with open(path, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def _column(rows, name) -> np.ndarray:
+    return np.array([float(row[name]) for row in rows])
+
+
+def _overlaps(rows) -> np.ndarray:
+    return np.array([[float(row[name]) for name in slr.OVERLAP_NAMES] for row in rows])
+
+
+def _record(out) -> dict:
+    return json.loads((out / "run.json").read_text())
+
+
+def _assert_files(out, expected):
+    """The files promised are there and nothing else (no temporary file left), figures are valid,
+    run.json lists them."""
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p.name != "run.json")
+    assert written == sorted(expected)
+    assert sorted(_record(out)["files"]) == sorted(expected)
+    for name in expected:
+        content = (out / name).read_bytes()
+        magic = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-"}.get(Path(name).suffix, b"")
+        assert len(content) > (1000 if magic else 0) and content.startswith(magic), name
+
+
+def _assert_record(out, command, **parameters) -> dict:
+    """run.json: the command, the parameters given, start time, timings and the environment."""
+    record = _record(out)
+    assert record["command"] == f"flowsim {command}"
+    for name, value in parameters.items():
+        assert record["parameters"][name] == value, name
+    assert record["parameters"]["out"] == str(out)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["started"])
+    assert record["durations_s"]["total"] >= sum(record["durations_s"]["phases"].values()) > 0
+    environment = record["environment"]
+    assert environment["packages"]["jax"] == jax.__version__ and environment["jax_devices"]
+    assert environment["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert environment["platform"] and environment["cpu_count"] >= 1
+    return record
+
+
+def _assert_fixed_points(path):
+    """The fixed points on M: sinks +-(1, 1), sources (1, -1) and (-1, 1), the saddle (0, 0)."""
+    points = {(round(float(row["kappa"])), round(float(row["nu"]))): row for row in _table(path)}
+    kinds = {corner: row["kind"] for corner, row in points.items()}
+    assert kinds == {(1, 1): "sink", (-1, -1): "sink", (1, -1): "source", (-1, 1): "source", (0, 0): "saddle"}
+    assert float(points[(1, 1)]["eigenvalue_1_real"]) < 0 and float(points[(1, 1)]["eigenvalue_2_real"]) < 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Each command's quick path, in this process
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """(exit status, stdout, stderr, output folder) of the demo at the sizes of DEMO."""
+    out = tmp_path_factory.mktemp("demo")
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        status = main([*DEMO.split(), "--out", str(out)])
+    return status, stdout.getvalue(), stderr.getvalue(), out
+
+
+def test_demo_writes_every_part(demo):
+    status, _, stderr, out = demo
+    assert status == 0 and stderr == ""
+    _assert_files(
+        out,
+        ["risks.csv"]
+        + [f"portrait/{name}" for name in ("fixed_points.csv", "portrait_trajectories.csv")]
+        + [f"portrait/phase_portrait.{suffix}" for suffix in ("png", "pdf")]
+        + [f"compare/{name}" for name in ("trajectories.csv", "deviations.csv", "compare.png", "compare.pdf")]
+        + [f"verify/{name}" for name in ("verify.csv", "verify_attractors.csv")],
+    )
+    record = _assert_record(out, "demo", d=D, L=L, sgd_d=D, sgd_steps=SAVES - 1, verify_n=N, seed=0)
+    assert record["status"] == "ok" and record["summary"] == {"claim_holds": True}
+    assert set(record["durations_s"]["phases"]) == {"risks", "portrait", "sgd", "compare", "verify"}
+    problem = slr.Problem(D, L, 0.1)
+    risks = _table(out / "risks.csv")
+    assert risks[0]["predictor"] == "oracle (k, v) = (k*, v*)"
+    assert float(risks[0]["risk"]) == float(slr.oracle_risk(problem))  # repr: the same float64
+    assert float(risks[1]["risk"]) == slr.linear_risk(problem)
+    _assert_fixed_points(out / "portrait" / "fixed_points.csv")
+    # The paper's SGD run: lam = 2 / (1 + 1e-4 step) at lr = 1e-3, logged at every step.
+    rows = [row for row in _table(out / "compare" / "trajectories.csv") if row["source"] == "sgd"]
+    step = _column(rows, "step")
+    np.testing.assert_array_equal(step, np.tile(np.arange(SAVES), N))
+    np.testing.assert_allclose(_column(rows, "lam"), 2.0 / (1 + 1e-4 * step), rtol=1e-15)
+    checks = _table(out / "verify" / "verify.csv")
+    assert [row["init"] for row in checks] == ["manifold", "sphere"] * 3
+    assert all(float(row["oracle_share"]) == 1.0 for row in checks if row["init"] == "manifold")
+
+
+def test_demo_prints_the_risks_the_portrait_the_comparison_and_the_check(demo):
+    _, stdout, _, out = demo
+    line = next(line for line in stdout.splitlines() if line.startswith("oracle"))
+    oracle = float(slr.oracle_risk(slr.Problem(D, L, 0.1)))
     assert float(re.split(r"\s{2,}", line)[1]) == pytest.approx(oracle, abs=5e-7)
-    for name in ("best linear predictor", "Bayes predictor", "random (k, v) on the sphere"):
-        assert name in result.stdout
+    for text in ("best linear predictor", "Bayes predictor", "Fixed points of the flow on M", "SGD vs gradient flow"):
+        assert text in stdout
+    assert "Claim 'almost every start on M converges to +-(k*, v*)' (share >= 99%): HOLDS" in stdout
+    assert f"Results in {out}/" in stdout and str(out / "compare" / "compare.png") in stdout
+
+
+def test_flow_writes_trajectories_from_the_drawn_starts(tmp_path, capsys):
+    arguments = f"flow --d {D} --L {L} --n {N} --t-max 2 --saves {SAVES} --decay 1e-3 --out {tmp_path}"
+    status, stdout, _ = _run(capsys, arguments)
+    assert status == 0 and "trajectory  status" in stdout
+    _assert_files(tmp_path, ["trajectories.csv", "endpoints.csv", "trajectories.png", "trajectories.pdf"])
+    _assert_record(tmp_path, "flow", d=D, L=L, n=N, t_max=2.0, saves=SAVES, decay=1e-3, init="sphere", seed=0)
+    rows = _table(tmp_path / "trajectories.csv")
+    assert [row["trajectory"] for row in rows] == [str(i) for i in range(N) for _ in range(SAVES)]
+    t = _column(rows, "t")
+    np.testing.assert_array_equal(t[:SAVES], np.linspace(0.0, 2.0, SAVES))
+    # lam(t) = lam / (1 + decay * step) on the clock t = alpha * step.
+    np.testing.assert_allclose(_column(rows, "lam"), 0.1 / (1 + 1e-3 * t / 4e-3), rtol=1e-15)
+    starts = _overlaps(rows[::SAVES])
+    np.testing.assert_array_equal(starts, slr.initial_overlaps(jax.random.key(0), D, N, "sphere"))
+    risk = slr.population_risk(slr.Problem(D, L, 0.1), starts)
+    np.testing.assert_allclose(_column(rows[::SAVES], "risk"), risk, rtol=1e-12)
+    ends = _table(tmp_path / "endpoints.csv")
+    assert [row["status"] for row in ends] == ["success"] * N
+    np.testing.assert_allclose(_overlaps(ends), _overlaps(rows[SAVES - 1 :: SAVES]), rtol=1e-12)
+
+
+def test_verify_exits_1_when_the_claim_fails(tmp_path, capsys):
+    """With a horizon far too short to converge, the claim fails: exit status 1, results written."""
+    arguments = f"verify --d {D} --L {L} --n {N} --saves {SAVES} --t-max 0.5 --out {tmp_path}"
+    status, stdout, stderr = _run(capsys, arguments)
+    assert status == 1
+    assert "FAILS" in stdout and "lam = 0.1" in stdout and "lam = 0.9" in stdout
+    assert stderr.strip() == "flowsim verify: the claim failed: not almost every start on M converged to +-(k*, v*)"
+    _assert_files(tmp_path, ["verify.csv", "verify_attractors.csv"])
+    record = _assert_record(tmp_path, "verify", d=D, L=L, n=N, t_max=0.5, saves=SAVES, min_share=0.99)
+    assert record["status"] == "ok" and record["summary"] == {"claim_holds": False}
+    rows = _table(tmp_path / "verify.csv")
+    assert [(row["setting"], row["init"]) for row in rows[:2]] == [("lam = 0.1", "manifold"), ("lam = 0.1", "sphere")]
+    assert all(row["n"] == str(N) for row in rows) and float(rows[0]["oracle_share"]) < 0.99
+
+
+def test_compare_writes_deviations_that_match_its_trajectories(tmp_path, capsys):
+    arguments = f"compare --d {D} --L {L} --steps {SAVES - 1} --log-every 1 --seeds {N} --decay 1e-4 --out {tmp_path}"
+    status, stdout, _ = _run(capsys, arguments)
+    assert status == 0
+    assert "SGD vs gradient flow" in stdout and str(tmp_path / "compare.png") in stdout
+    _assert_files(tmp_path, ["trajectories.csv", "deviations.csv", "compare.png", "compare.pdf"])
+    _assert_record(tmp_path, "compare", engine="overlaps", reference="flow", seeds=N, decay=1e-4, lr=1e-3)
+    rows = _table(tmp_path / "trajectories.csv")
+    sgd, flow = ([row for row in rows if row["source"] == source] for source in ("sgd", "flow"))
+    assert len(sgd) == len(flow) == N * SAVES
+    deviations = _table(tmp_path / "deviations.csv")
+    for name in (*slr.OVERLAP_NAMES, "risk"):
+        gap = np.abs(_column(sgd, name) - _column(flow, name)).reshape(N, SAVES).max(axis=1)
+        np.testing.assert_array_equal(_column(deviations, f"max_dev_{name}"), gap)
+    assert [row["kappa"] for row in sgd[::SAVES]] == [row["kappa"] for row in flow[::SAVES]]  # the same starts
+
+
+def test_portrait_writes_fixed_points_and_basins(tmp_path, capsys):
+    arguments = f"portrait --d {D} --L {L} --basins --basin-n {N} --basin-t-max 20 --out {tmp_path}"
+    status, stdout, _ = _run(capsys, arguments)
+    assert status == 0 and "Fixed points of the flow on M" in stdout
+    figures = [f"{stem}.{suffix}" for stem in ("phase_portrait", "basins") for suffix in ("png", "pdf")]
+    tables = ["fixed_points.csv", "portrait_trajectories.csv", "basins.csv", "attractors.csv"]
+    _assert_files(tmp_path, figures + tables)
+    _assert_record(tmp_path, "portrait", d=D, L=L, lam=0.1, basins=True, basin_n=N, trajectories=8, grid=41)
+    _assert_fixed_points(tmp_path / "fixed_points.csv")
+    attractors = _table(tmp_path / "attractors.csv")
+    labels = [int(row["attractor"]) for row in _table(tmp_path / "basins.csv")]
+    assert len(labels) == N and set(labels) <= {-1, *range(len(attractors))}
+    assert [int(row["count"]) for row in attractors] == [labels.count(i) for i in range(len(attractors))]
+    trajectories = _table(tmp_path / "portrait_trajectories.csv")
+    assert {row["trajectory"] for row in trajectories} == {str(i) for i in range(8)}
+    assert list(trajectories[0]) == ["trajectory", "t", "lam", "kappa", "nu", "risk"]
+
+
+def test_reproduce_writes_the_summary_and_every_logged_step(tmp_path, capsys):
+    arguments = f"reproduce --quick --seeds {N} --only init_manifold --out {tmp_path}"
+    status, stdout, _ = _run(capsys, arguments)
+    assert status == 0 and "init_manifold" in stdout
+    figures = ["init_manifold.png", "init_manifold.pdf"]
+    _assert_files(tmp_path, ["summary.csv", "attractors.csv", "trajectories.csv", *figures])
+    _assert_record(tmp_path, "reproduce", quick=True, seeds=N, only=["init_manifold"], engine="overlaps", seed=0)
+    (summary,) = _table(tmp_path / "summary.csv")
+    assert (summary["experiment"], summary["steps"], summary["seeds"]) == ("init_manifold", "6000", str(N))
+    assert int(summary["reached"]) + int(summary["approaching"]) == N  # SPEC.md section 5, on M
+    rows = _table(tmp_path / "trajectories.csv")
+    assert len(rows) == N * (6000 // 30 + 1)
+    np.testing.assert_allclose(_column(rows, "t"), 4e-3 * _column(rows, "step"), rtol=1e-15)
+    np.testing.assert_array_equal(_column(rows, "theta"), 0.0)  # M is invariant under the map
+
+
+def test_help_gives_every_option_its_default_and_range(capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["sgd", "--help"])
+    assert exit.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--d D token dimension d; an integer >= 2 (default: 80)" in text
+    assert "--engine {overlaps,rd}" in text and "(default: overlaps)" in text
+    assert "(default: 200000)" in text and "(default: 0.001)" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# In subprocesses: the same numbers from two processes, a numerical failure, derive, bad input
+
+
+def test_sgd_writes_the_same_numbers_for_the_same_seed(processes):
+    _, out = _succeeded(processes, "sgd")
+    _, again = _succeeded(processes, "sgd_again")
+    _assert_files(out, ["trajectories.csv", "sgd.png", "sgd.pdf"])
+    _assert_record(out, "sgd", d=6, L=3, steps=40, log_every=10, seeds=2, engine="rd", seed=3, decay=1e-3)
+    assert (out / "trajectories.csv").read_bytes() == (again / "trajectories.csv").read_bytes()
+    rows = _table(out / "trajectories.csv")
+    assert list(rows[0]) == ["seed", "step", "t", "lam", *slr.OVERLAP_NAMES, "risk"]
+    step = _column(rows, "step")
+    np.testing.assert_array_equal(step, np.tile(np.arange(0, 41, 10), 2))
+    np.testing.assert_array_equal(_column(rows, "t"), 1e-3 * step)
+    np.testing.assert_allclose(_column(rows, "lam"), 2.0 / (1 + 1e-3 * step), rtol=1e-15)
+    risk = evaluate(generated.risk, *_overlaps(rows).T, 6, 3, _column(rows, "lam"), math.sqrt(0.5), 0.1)
+    np.testing.assert_allclose(_column(rows, "risk"), risk, rtol=1e-12)
+
+
+def test_a_diverging_sgd_run_exits_1_and_keeps_its_results(processes):
+    result, out = processes["sgd_diverged"].result()
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        f"flowsim sgd: numerical failure: seed {seed} diverged at step 1 (t = 1e+300): the iterate became non-finite"
+        for seed in (0, 1)
+    ]
+    _assert_files(out, ["trajectories.csv", "sgd.png", "sgd.pdf"])
+    record = _assert_record(out, "sgd", lr=1e300)
+    assert record["status"] == "numerical failure"
+    assert [(f["seed"], f["step"], f["t"]) for f in record["failures"]] == [(0, 1, 1e300), (1, 1, 1e300)]
+    rows = _table(out / "trajectories.csv")
+    kappa, step = _column(rows, "kappa"), _column(rows, "step")
+    assert np.isfinite(kappa[step == 0]).all() and np.isnan(kappa[step > 0]).all()
+
+
+def test_derive_regenerates_the_equations_outside_the_package(processes):
+    result, out = _succeeded(processes, "derive")
+    generated_files = ["flowsim/_generated/slr.py", "docs/equations.md"]
+    _assert_files(out, generated_files)
+    for name in generated_files:
+        assert (out / name).read_text() == (REPOSITORY / name).read_text()
+        assert f"{name}: identical to" in result.stdout
+    assert "Projected gradient flow on the overlaps" in result.stdout and r"\dot{\kappa}" in result.stdout
+    assert _record(out)["summary"] == {"same_as_installed": dict.fromkeys(generated_files, True)}
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (("demo", "--d", "-3"), "Problem.d must be an integer >= 2, got -3"),
-        (("demo", "--lam", "nan"), "Problem.lam must be a finite number > 0, got nan"),
-        (("demo", "--L", "0"), "Problem.L must be an integer >= 1, got 0"),
-        (("demo", "--d", "abc"), "argument --d: invalid int value: 'abc'"),
-        (("nonsense",), "invalid choice: 'nonsense'"),
-        (("demo", "--bogus"), "unrecognized arguments: --bogus"),
-    ],
+    "case", range(IN_SUBPROCESSES), ids=[arguments for arguments, _ in BAD_INPUTS[:IN_SUBPROCESSES]]
 )
-def test_bad_input_is_one_line_with_status_2(args, message):
-    result = _flowsim(*args)
+def test_bad_input_is_one_line_with_status_2(processes, case):
+    result, message = processes[f"bad {case}"].result(), BAD_INPUTS[case][1]
     assert result.returncode == 2
-    assert message in result.stderr
+    assert result.stderr.startswith(message)
     assert "Traceback" not in result.stderr + result.stdout
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_verify_exits_1_when_the_claim_fails(capsys):
-    """With a horizon far too short to converge, the claim fails and the exit status is 1.
+@pytest.mark.parametrize(("arguments", "message"), BAD_INPUTS[IN_SUBPROCESSES:])
+def test_bad_input_is_rejected_before_anything_runs(capsys, arguments, message):
+    """The same in this process: `main` returns 2 (argparse exits with 2)."""
+    try:
+        status = main(arguments.split())
+    except SystemExit as exit:
+        status = exit.code
+    stderr = capsys.readouterr().err
+    assert status == 2 and stderr.startswith(message) and len(stderr.strip().splitlines()) == 1
 
-    Run in-process with the shapes of tests/test_fixedpoints.py so compiled solves are shared."""
-    from flowsim.cli import main
 
-    assert main(["verify", "--d", "60", "--L", "5", "--n", "12", "--t-max", "0.5"]) == 1
-    out = capsys.readouterr().out
-    assert "FAILS" in out and "lam = 0.1" in out and "lam = 0.9" in out
+# ---------------------------------------------------------------------------------------------
+# flowsim.results
+
+
+def test_an_interrupted_write_leaves_the_previous_file(tmp_path, monkeypatch):
+    path = tmp_path / "table.csv"
+    results.write_csv(path, {"x": [0.1, 1 / 3]})
+    assert path.read_text() == "x\n0.1\n0.3333333333333333\n"
+
+    def interrupted(source, target):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        results.write_csv(path, {"x": [2.0]})
+    assert path.read_text() == "x\n0.1\n0.3333333333333333\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["table.csv"]
+
+
+def test_csv_floats_read_back_exactly_and_tables_are_long(tmp_path):
+    values = np.array([[math.pi, -0.0, 1e-300], [np.nan, np.inf, 2.0 / 3.0]])
+    table = results.long_table([{"seed": [0, 1]}, {"step": [0, 5, 10], "ok": [True, False, True]}], {"x": values})
+    rows = _table(results.write_csv(tmp_path / "t.csv", table))
+    assert [(row["seed"], row["step"], row["ok"]) for row in rows[:4]] == [
+        ("0", "0", "true"),
+        ("0", "5", "false"),
+        ("0", "10", "true"),
+        ("1", "0", "true"),
+    ]
+    np.testing.assert_array_equal(_column(rows, "x"), values.ravel())
+
+
+def test_prepare_folder_rejects_what_cannot_be_written(tmp_path):
+    regular_file = tmp_path / "file"
+    regular_file.write_text("")
+    for folder in (regular_file, regular_file / "below"):
+        with pytest.raises(ValueError, match=f"cannot write results into {re.escape(str(folder))}"):
+            results.prepare_folder(folder)
+    assert results.prepare_folder(tmp_path / "new" / "deep").is_dir()

@@ -152,7 +152,7 @@ def test_cli_compare_prints_the_table_and_draws_the_overlay(tmp_path, capsys, lr
     compiled SGD and flow are reused (a subprocess would compile both again: tens of seconds
     here); the table's numbers are that comparison's. The same schedule, per step: 0.5 / (1 +
     1.25e-3 step) at lr = 0.01 is 0.5 / (1 + 0.125 t)."""
-    args = ["compare", "--d", "16", "--L", "4", "--lam", "0.5", "--decay", "1.25e-3", "--eps", "0"]
+    args = ["compare", "--engine", "rd", "--d", "16", "--L", "4", "--lam", "0.5", "--decay", "1.25e-3", "--eps", "0"]
     args += ["--lr", str(LR / 4), "--steps", "512", "--log-every", "16", "--batch", str(BATCH)]
     args += ["--seeds", str(SEEDS), "--seed", "3", "--init", ",".join(str(x) for x in M0), "--out", str(tmp_path)]
     assert main(args) == 0

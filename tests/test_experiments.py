@@ -142,7 +142,7 @@ def short_sgd():
 
 def test_sgd_run_carries_the_flow_from_each_seeds_start(short_sgd):
     result = short_sgd
-    assert result.engine == "sgd" and int(result.steps[-1]) == 400
+    assert result.engine == "overlaps" and int(result.steps[-1]) == 400
     np.testing.assert_allclose(result.times, 1e-3 * result.steps)
     ode = result.ode_overlaps
     assert ode.shape == result.overlaps.shape == (3, 21, 5)

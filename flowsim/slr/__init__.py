@@ -9,6 +9,8 @@ from flowsim.slr._baselines import (
     linear_risk,
 )
 from flowsim.slr._compare import (
+    ATTRACTOR_TOL,
+    REFERENCES,
     Comparison,
     SweepResult,
     compare,
@@ -40,7 +42,7 @@ from flowsim.slr._init import INITIALISATIONS, initial_overlaps
 from flowsim.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
 from flowsim.slr._problem import Problem
 from flowsim.slr._risk import oracle_risk, population_risk
-from flowsim.slr._sgd import MODES, SGDRun, run_sgd, vectors_with_overlaps
+from flowsim.slr._sgd import ENGINES, MODES, SGDRun, run_sgd, vectors_with_overlaps
 from flowsim.slr._verify import (
     Setting,
     VerifyReport,
@@ -51,10 +53,13 @@ from flowsim.slr._verify import (
 )
 
 __all__ = [
+    "ATTRACTOR_TOL",
+    "ENGINES",
     "EXPERIMENTS",
     "INITIALISATIONS",
     "MODES",
     "OVERLAP_NAMES",
+    "REFERENCES",
     "Attractor",
     "Batch",
     "Comparison",

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
+    "ATTRACTOR_TOL",
     "REFERENCES",
     "Comparison",
     "SweepResult",
@@ -41,6 +42,7 @@ __all__ = [
     "sweep_lr",
 ]
 
+#: What SGD is compared with: the gradient flow, or the population PGD map at the run's step size.
 REFERENCES = ("flow", "map")
 
 #: Default tolerance (max norm, up to (k, v) -> (-k, -v)) for "ended at the same attractor":
@@ -346,6 +348,12 @@ def _steps_for(lr: float, t_end: float, logs: int) -> tuple[int, int]:
     return logs * log_every, log_every
 
 
+def _online_comparison(problem, key, lr, steps, log_every, online, reference, options) -> Comparison:
+    """Run online SGD (`online`: batch, seeds, init, schedule, engine) and compare it with its reference."""
+    run = run_sgd(problem, key, lr=lr, steps=steps, log_every=log_every, **online)
+    return compare(run, problem, schedule=online["schedule"], reference=reference, **options)
+
+
 def sweep_lr(
     problem: Problem,
     key,
@@ -358,6 +366,7 @@ def sweep_lr(
     schedule=None,
     logs: int = 32,
     reference: str = "flow",
+    engine: str = "Rd",
     **options,
 ) -> SweepResult:
     """Online SGD at several step sizes against the flow, at a fixed horizon t_end.
@@ -372,8 +381,9 @@ def sweep_lr(
     - `problem`, `key`: the task and a JAX PRNG key.
     - `lrs`: at least two step sizes.
     - `t_end`: the horizon on the flow's clock.
-    - `batch`, `seeds`, `init`, `schedule`: passed to `run_sgd` (the schedule, a function of
-      t, serves every lr and the flow alike).
+    - `batch`, `seeds`, `init`, `schedule`, `engine`: passed to `run_sgd` (the schedule, a
+      function of t, serves every lr and the flow alike; engine "overlaps" runs the exact
+      online-SGD chain on the overlaps, at any d).
     - `logs`: logged intervals per run.
     - `reference`, `options`: passed to `compare` (attractor_tol, settle, solver options).
 
@@ -381,21 +391,11 @@ def sweep_lr(
     sqrt(lr / batch)) and 1 (bias, lr).
     """
     values = _check_values("lrs", lrs, integer=False)
-    comparisons = []
-    for lr in values:
-        steps, log_every = _steps_for(float(lr), t_end, logs)
-        run = run_sgd(
-            problem,
-            key,
-            init=init,
-            lr=float(lr),
-            steps=steps,
-            batch=batch,
-            schedule=schedule,
-            log_every=log_every,
-            seeds=seeds,
-        )
-        comparisons.append(compare(run, problem, schedule=schedule, reference=reference, **options))
+    online = {"batch": batch, "seeds": seeds, "init": init, "schedule": schedule, "engine": engine}
+    comparisons = [
+        _online_comparison(problem, key, float(lr), *_steps_for(float(lr), t_end, logs), online, reference, options)
+        for lr in values
+    ]
     return _sweep("lr", values, comparisons, (0.5, 1.0))
 
 
@@ -411,31 +411,31 @@ def sweep_batch(
     schedule=None,
     logs: int = 32,
     reference: str = "flow",
+    engine: str = "Rd",
     **options,
 ) -> SweepResult:
     """Online SGD at several batch sizes (fixed lr) against the flow, at a fixed horizon t_end.
 
-    Same conventions as `sweep_lr`; each batch size compiles its own program.
+    Same conventions and arguments as `sweep_lr`; each batch size compiles its own program.
 
     **Returns:** a `SweepResult`; theory expects a slope of -1/2 (fluctuations, sqrt(lr / batch))
     to -1 (the renormalisation drift, lr * d / batch).
     """
     values = _check_values("batches", batches, integer=True)
     steps, log_every = _steps_for(lr, t_end, logs)
-    comparisons = []
-    for batch in values.astype(int):
-        run = run_sgd(
+    comparisons = [
+        _online_comparison(
             problem,
             key,
-            init=init,
-            lr=lr,
-            steps=steps,
-            batch=int(batch),
-            schedule=schedule,
-            log_every=log_every,
-            seeds=seeds,
+            lr,
+            steps,
+            log_every,
+            {"batch": int(batch), "seeds": seeds, "init": init, "schedule": schedule, "engine": engine},
+            reference,
+            options,
         )
-        comparisons.append(compare(run, problem, schedule=schedule, reference=reference, **options))
+        for batch in values.astype(int)
+    ]
     return _sweep("batch", values, comparisons, (-1.0, -0.5))
 
 

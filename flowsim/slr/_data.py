@@ -117,7 +117,12 @@ def predict(X: Float[Array, "... L d"], k: Float[Array, " d"], v: Float[Array, "
 
     **Returns:** T(X), shape (...).
     """
-    return jnp.sum(erf(lam * (X @ k)) * (X @ v), axis=-1)
+    return _attention(X @ k, X @ v, lam)
+
+
+def _attention(key_projections, value_projections, lam):
+    """T from the tokens' projections <X_l, k> and <X_l, v>, shapes (..., L): all T depends on."""
+    return jnp.sum(erf(lam * key_projections) * value_projections, axis=-1)
 
 
 def empirical_risk(X, y, k, v, lam) -> Float[Array, ""]:

@@ -1,10 +1,11 @@
 """The five reference experiments of the paper (SPEC.md section 6), reproduced.
 
-Population runs iterate the exact projected-gradient-descent map on the five overlaps
-(`iterate_map`, started from `initial_overlaps`, which has the law of the R^d
-initialisations); the same runs in R^d (`run_sgd(mode="population")`) are available to
-cross-check. The SGD run trains in R^80 and is compared with the gradient flow (`solve_flow`)
-started at each seed's initial overlaps, on the clock t = alpha * step.
+Every experiment runs on the five overlaps by default (engine "overlaps"): population runs
+iterate the exact projected-gradient-descent map (`iterate_map`, started from
+`initial_overlaps`, which has the law of the R^d initialisations), and the SGD run is the
+exact online-SGD chain on the overlaps (`run_sgd(engine="overlaps")`). Engine "Rd" runs the
+same algorithms with vectors in R^d, to cross-check. The SGD run is compared with the gradient
+flow (`solve_flow`) started at each seed's initial overlaps, on the clock t = alpha * step.
 
 Each seed's end point is classified (see `Summary`):
 
@@ -58,14 +59,14 @@ __all__ = [
 ]
 
 ALGORITHMS = ("population", "sgd")
-#: How population runs are computed: the overlap map, or projected gradient descent in R^d.
+#: How runs are computed: on the five overlaps (the population map, the online-SGD chain), or in R^d.
 ENGINES = ("overlaps", "Rd")
 #: Tolerances (max norm) for "reached +-(k*, v*)", by algorithm.
 TOLERANCES = {"population": 1e-2, "sgd": 5e-2}
 #: Steps run by `reproduce(quick=True)` (at most the full length), by algorithm. 6000 population
 #: steps at alpha = 4e-3 (t = 24) let every start on M leave the saddle (0, 0) and reach |nu| = 1,
-#: and one length for all four population runs means one compiled map. A step of the SGD run in
-#: R^80 (batch 5) costs about 70 times more than a step of the overlap map (30 seeds, CPU).
+#: and one length for all four population runs means one compiled map. 2000 SGD steps keep the
+#: quick path quick with engine "Rd" too (a step in R^80, batch 5, costs ~3 ms for 30 seeds).
 QUICK_STEPS = {"population": 6000, "sgd": 2000}
 
 
@@ -157,7 +158,7 @@ class ExperimentResult:
 
     **Fields:**
 
-    - `experiment`; `engine` ("overlaps", "Rd" or "sgd"); `scale` (fraction of the steps run).
+    - `experiment`; `engine` ("overlaps" or "Rd"); `scale` (fraction of the steps run).
     - `steps`: the logged steps, (logs,); `lam`: lam there, (logs,).
     - `overlaps`: (seeds, logs, 5), NaN after a divergence.
     - `excess_risk`: R - eps^2 at each logged iterate and its lam, (seeds, logs).
@@ -242,8 +243,9 @@ def run_experiment(
     - `seeds`: the number of independent runs (>= 1).
     - `scale`: the fraction of the experiment's steps to run (> 0; 1 is the paper's length).
     - `log_points`: about how many logged steps (>= 1; every step for short runs).
-    - `engine`: for population runs, "overlaps" (the exact map on the five overlaps) or "Rd"
-      (projected gradient descent in R^d, to cross-check); ignored by the SGD run.
+    - `engine`: "overlaps" (population runs: the exact map on the five overlaps; SGD: the exact
+      online-SGD chain on the overlaps, at a cost independent of d) or "Rd" (the same
+      algorithm with vectors in R^d, to cross-check).
     - `m0`: initial overlaps, shape (seeds, 5), instead of drawing the experiment's
       initialisation (in R^d, vectors with these overlaps are built).
     - `tol`: the max-norm distance to +-(k*, v*) counted as reached (default 1e-2 for population
@@ -275,7 +277,6 @@ def run_experiment(
         logged, overlaps, risk = run.steps, np.asarray(run.ys), np.asarray(run.risk)
     else:
         sgd = experiment.algorithm == "sgd"
-        engine = "sgd" if sgd else engine
         run = run_sgd(
             problem,
             key,
@@ -287,6 +288,7 @@ def run_experiment(
             schedule=schedule,
             log_every=log_every,
             seeds=seeds,
+            engine=engine if sgd else "Rd",
         )
         logged, overlaps, risk = run.steps, np.asarray(run.overlaps), np.asarray(run.risk)
         if sgd:
@@ -324,6 +326,7 @@ def reproduce(
     out=None,
     experiments: Sequence[Experiment] = EXPERIMENTS,
     log: Callable[[str], None] | None = None,
+    engine: str = "overlaps",
 ) -> list[ExperimentResult]:
     """Run the reference experiments, and draw their figures into `out` if given.
 
@@ -337,17 +340,21 @@ def reproduce(
     - `out`: a folder: each experiment's figure is written there as NAME.png and NAME.pdf.
     - `experiments`: which experiments (default all five).
     - `log`: called with a line after each experiment (e.g. progress to stderr).
+    - `engine`: "overlaps" (default: every run on the five overlaps, seconds) or "Rd" (every
+      run with vectors in R^d, as the paper's code; about 12 minutes for the SGD run alone).
 
     **Returns:** the results, in the order of `experiments`.
     """
     seeds = _check_count("seeds", seeds, 1)
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     results = []
     for experiment in experiments:
         if not isinstance(experiment, Experiment):
             raise ValueError(f"experiments must hold Experiment objects, got {experiment!r}")
         index = next((i for i, e in enumerate(EXPERIMENTS) if e == experiment), len(EXPERIMENTS))
         scale = min(1.0, QUICK_STEPS[experiment.algorithm] / experiment.steps) if quick else 1.0
-        result = run_experiment(experiment, jax.random.fold_in(key, index), seeds=seeds, scale=scale)
+        result = run_experiment(experiment, jax.random.fold_in(key, index), seeds=seeds, scale=scale, engine=engine)
         results.append(result)
         if out is not None:
             import matplotlib.pyplot as plt
@@ -508,7 +515,8 @@ def experiment_figure(result: ExperimentResult) -> "Figure":
     for ax in (risk_ax, abs_ax, plane_ax, distance_ax):
         ax.tick_params(labelsize=TICK_SIZE)
         ax.grid(True, color="0.9", lw=0.8, zorder=0)
-    how = {"overlaps": "population PGD (overlap map)", "Rd": "population PGD in $R^d$", "sgd": "online SGD"}
+    algorithm = "population PGD" if experiment.algorithm == "population" else "online SGD"
+    how = {"overlaps": f"{algorithm} on the overlaps", "Rd": f"{algorithm} in $R^d$"}
     batch = f", batch {experiment.batch}" if experiment.batch else ""
     s = result.summary
     fig.suptitle(

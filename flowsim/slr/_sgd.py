@@ -17,15 +17,19 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from flowsim._generated import slr as generated
-from flowsim.integrate import traced
+from flowsim.integrate import evaluate, traced
 from flowsim.schedules import Constant
 from flowsim.slr._data import GroundTruth, _check_count, _check_positive, _ground_truth, _sample, predict
+from flowsim.slr._dynamics import _risk_along
+from flowsim.slr._init import initial_overlaps
+from flowsim.slr._overlap_sgd import draw_step_noise, sgd_step
 from flowsim.slr._overlaps import check_overlaps, overlaps
 from flowsim.slr._problem import Problem
 
-__all__ = ["MODES", "SGDRun", "run_sgd", "vectors_with_overlaps"]
+__all__ = ["ENGINES", "MODES", "SGDRun", "run_sgd", "vectors_with_overlaps"]
 
 MODES = ("online", "dataset", "population")
+ENGINES = ("Rd", "overlaps")
 INITS = ("sphere", "manifold")
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
 
@@ -116,6 +120,47 @@ def _squared_loss(k, v, X, y, lam):
     return jnp.mean((y - predict(X, k, v, lam)) ** 2)
 
 
+def _logged_scan(step, record, state, logs: int, log_every: int, draw=None):
+    """Run `step` for logs * log_every steps in `lax.scan`, logging as it goes.
+
+    `step(state, n) -> state`, or `step(state, n, draw(n))` when `draw` is given: the random
+    numbers of step n are then drawn in bulk for a chunk of steps before they run (fewer,
+    larger operations per step), and depend on n only, not on the chunking or `log_every`.
+
+    **Returns:** `record(state, n)` (a list of arrays) at n = 0, log_every, ..., stacked on a
+    first axis, then the first step whose state was not finite (-1 if none). From that step on,
+    the state is NaN: a diverged seed logs no half-finite values.
+    """
+    chunk = _chunk_size(log_every) if draw is not None else log_every
+
+    def one_step(carry, noise):
+        state, index, first_bad = carry
+        state = step(state, index) if draw is None else step(state, index, noise)
+        bad = ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(state)]))
+        first_bad = jnp.where((first_bad < 0) & bad, index + 1, first_bad)
+        state = jax.tree.map(lambda x: jnp.where(bad, jnp.nan, x), state)
+        return (state, index + 1, first_bad), None
+
+    def one_chunk(carry, _):
+        noise = None if draw is None else jax.vmap(draw)(carry[1] + jnp.arange(chunk))
+        return jax.lax.scan(one_step, carry, noise, length=chunk)[0], None
+
+    def block(carry, _):
+        carry, _ = jax.lax.scan(one_chunk, carry, None, length=log_every // chunk)
+        return carry, record(carry[0], carry[1])
+
+    start = (state, jnp.asarray(0), jnp.asarray(-1))
+    (_, _, first_bad), logged = jax.lax.scan(block, start, None, length=logs)
+    initial = record(state, jnp.asarray(0))
+    series = [jnp.concatenate([first[None], rest]) for first, rest in zip(initial, logged, strict=True)]
+    return (*series, first_bad)
+
+
+def _chunk_size(log_every: int, largest: int = 256) -> int:
+    """The largest divisor of log_every that is at most `largest` (steps whose noise is drawn at once)."""
+    return next(c for c in range(min(log_every, largest), 0, -1) if log_every % c == 0)
+
+
 def run_sgd(
     problem: Problem,
     key,
@@ -131,6 +176,7 @@ def run_sgd(
     n: int | None = None,
     n_test: int = 10_000,
     dtype: str = "float64",
+    engine: str = "Rd",
 ) -> SGDRun:
     """Train (k, v) in R^d from many seeds at once.
 
@@ -154,6 +200,10 @@ def run_sgd(
     - `n`: the dataset size for mode "dataset" (a multiple of `batch`).
     - `n_test`: held-out samples for the test risk of mode "dataset".
     - `dtype`: "float64" (default) or "float32" for the vectors and the data.
+    - `engine`: "Rd" (vectors and samples in R^d) or "overlaps": online SGD as the exact Markov
+      chain on the five overlaps, at a cost per step independent of d (`flowsim.slr._overlap_sgd`;
+      mode "online", float64 and d >= 5 only). Its runs have the law of the R^d engine's, not its
+      sample paths: seed i draws its initialisation and mini-batches from its own key.
 
     **Returns:** an `SGDRun`. A seed whose iterate becomes non-finite is reported in
     `diverged` with its first bad step; what it logged before stays.
@@ -162,6 +212,17 @@ def run_sgd(
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if engine == "overlaps":
+        if mode != "online":
+            raise ValueError(f"engine 'overlaps' runs online SGD only: mode must be 'online', got {mode!r}")
+        if dtype != "float64":
+            raise ValueError(f"engine 'overlaps' runs in float64 only, got dtype {dtype!r}")
+        if problem.d < 5:
+            raise ValueError(
+                f"engine 'overlaps' needs d >= 5 (a 4-dimensional frame and its complement), got d = {problem.d}"
+            )
     lr = _check_positive("lr", lr)
     steps = _check_count("steps", steps, 1)
     batch = _check_count("batch", batch, 1)
@@ -188,16 +249,23 @@ def run_sgd(
     if init == "manifold" and problem.d < 3:
         raise ValueError(f"init 'manifold' needs d >= 3, got d = {problem.d}")
     args = traced((problem, schedule if schedule is not None else Constant(problem.lam)))
-    config = (mode, init, steps // log_every, log_every, batch, n, n_test, DTYPES[dtype])
-    logged = _run(args, jnp.asarray(lr, dtype=float), jax.random.split(key, seeds), jnp.asarray(m0), config)
-    m, risk, train, test, first_bad = (np.asarray(x) if x is not None else None for x in logged)
+    lr_array, seed_keys = jnp.asarray(lr, dtype=float), jax.random.split(key, seeds)
+    if engine == "overlaps":
+        logged = _run_overlaps(args, lr_array, seed_keys, jnp.asarray(m0), (init, steps // log_every, log_every, batch))
+    else:
+        config = (mode, init, steps // log_every, log_every, batch, n, n_test, DTYPES[dtype])
+        logged = _run(args, lr_array, seed_keys, jnp.asarray(m0), config)
+    m, train, test, first_bad = (np.asarray(x) if x is not None else None for x in logged)
     logged_steps = np.arange(0, steps + 1, log_every)
-    lam = np.asarray(jax.vmap(args[1])(lr * jnp.asarray(logged_steps, dtype=float)))
+    times = lr * jnp.asarray(logged_steps, dtype=float)
+    lam = np.asarray(jax.vmap(args[1])(times))
+    # The exact risk outside the scan: one compiled function for every run of the same shape.
+    risk = evaluate(_risk_along, times, jnp.asarray(m), args)
     return SGDRun(
         logged_steps,
-        lr * logged_steps.astype(float),
+        np.asarray(times),
         jnp.asarray(m),
-        jnp.asarray(risk),
+        risk,
         None if train is None else jnp.asarray(train),
         None if test is None else jnp.asarray(test),
         jnp.asarray(lam),
@@ -232,41 +300,49 @@ def _run(args, lr, seed_keys, m0, config):
                     X, y = X[rows], y[rows]
             return jax.grad(_squared_loss, (0, 1))(k, v, X, y, lam)
 
-        def step(carry, _):
-            k, v, step, first_bad = carry
-            lam = schedule(lr * step).astype(dtype)
-            g_k, g_v = gradients(k, v, step, lam)
-            k, v = _projected_step(k, g_k, lr.astype(dtype)), _projected_step(v, g_v, lr.astype(dtype))
-            bad = ~(jnp.all(jnp.isfinite(k)) & jnp.all(jnp.isfinite(v)))
-            first_bad = jnp.where((first_bad < 0) & bad, step + 1, first_bad)
-            # A seed has diverged as a whole once either vector has: log no half-finite overlaps.
-            k, v = jnp.where(bad, jnp.nan, k), jnp.where(bad, jnp.nan, v)
-            return (k, v, step + 1, first_bad), None
+        def step(state, index):
+            k, v = state
+            lam = schedule(lr * index).astype(dtype)
+            g_k, g_v = gradients(k, v, index, lam)
+            return _projected_step(k, g_k, lr.astype(dtype)), _projected_step(v, g_v, lr.astype(dtype))
 
-        def record(k, v, step):
-            lam = schedule(lr * step)
-            m = overlaps(k.astype(float), v.astype(float), truth64)
-            out = [m, _risk_at(problem, lam, m)]
+        def record(state, index):
+            k, v = state
+            out = [overlaps(k.astype(float), v.astype(float), truth64)]
             if mode == "dataset":
+                lam = schedule(lr * index)
                 out += [
                     _squared_loss(k, v, *dataset, lam.astype(dtype)),
                     _squared_loss(k, v, *held_out, lam.astype(dtype)),
                 ]
             return out
 
-        def block(carry, _):
-            carry, _ = jax.lax.scan(step, carry, None, length=log_every)
-            k, v, n_step, _ = carry
-            return carry, record(k, v, n_step)
-
-        start = (k, v, jnp.asarray(0), jnp.asarray(-1))
-        (_, _, _, first_bad), logged = jax.lax.scan(block, start, None, length=logs)
-        initial = record(k, v, jnp.asarray(0))
-        series = [jnp.concatenate([first[None], rest]) for first, rest in zip(initial, logged, strict=True)]
-        return (*series, first_bad)
+        return _logged_scan(step, record, (k, v), logs, log_every)
 
     outputs = jax.vmap(one_seed)(seed_keys, m0)
     if mode == "dataset":
         return outputs
-    m, risk, first_bad = outputs
-    return m, risk, None, None, first_bad
+    m, first_bad = outputs
+    return m, None, None, first_bad
+
+
+@eqx.filter_jit
+def _run_overlaps(args, lr, seed_keys, m0, config):
+    init, logs, log_every, batch = config
+    problem, schedule = args
+
+    def one_seed(seed_key, m0):
+        key_init, key_data = jax.random.split(seed_key)
+        if init != "given":
+            m0 = initial_overlaps(key_init, problem.d, 1, init)[0]
+
+        def draw(index):
+            return draw_step_noise(jax.random.fold_in(key_data, index), batch, problem.L, problem.d)
+
+        def step(m, index, noise):
+            return sgd_step(problem, m, schedule(lr * index), lr, noise, batch)
+
+        return _logged_scan(step, lambda m, index: [m], m0, logs, log_every, draw)
+
+    m, first_bad = jax.vmap(one_seed)(seed_keys, m0)
+    return m, None, None, first_bad

@@ -1,0 +1,357 @@
+"""A run's results on disk: atomic files, tidy CSV tables, figures and the run record `run.json`.
+
+Task-agnostic: it writes what it is given. Every file is first written to a temporary file in
+its own folder, then moved into place with `os.replace` (atomic on POSIX and Windows), so an
+interrupted run leaves each file either as it was or complete, never half written. Floats in CSV
+tables are written with `repr`, the shortest text that reads back to the same float64: a run
+repeated with the same arguments and seed writes the same numbers, byte for byte.
+"""
+
+import contextlib
+import csv
+import datetime
+import io
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "PACKAGES",
+    "RunRecord",
+    "environment",
+    "log_to_stderr",
+    "long_table",
+    "prepare_folder",
+    "save_figure",
+    "write_bytes",
+    "write_csv",
+    "write_text",
+]
+
+#: Packages whose versions a run record names.
+PACKAGES = ("flowsim", "jax", "jaxlib", "diffrax", "equinox", "optimistix", "sympy", "numpy", "scipy", "matplotlib")
+
+# Read once: os.umask can only be read by setting it. mkstemp creates files readable by their
+# owner only; results get the permissions an ordinary open() would give them.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def prepare_folder(path) -> Path:
+    """Create a folder (and its parents) and check that files can be written in it.
+
+    Called before any computation, so that a run never computes for minutes to fail on writing.
+
+    **Arguments:**
+
+    - `path`: the folder.
+
+    **Returns:** the folder as a `Path`.
+
+    **Raises:** ValueError saying which folder cannot be written and why.
+    """
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"cannot write results into {folder}: it is a file (results need a folder)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ValueError(
+            f"cannot write results into {folder}: {reason} (results need a folder that can be written)"
+        ) from None
+    return folder
+
+
+def write_bytes(path, data: bytes) -> Path:
+    """Write a file atomically: a temporary file in the same folder, then `os.replace`.
+
+    **Arguments:**
+
+    - `path`: the file; its folder must exist.
+    - `data`: the contents.
+
+    **Returns:** the path written.
+    """
+    path = Path(path)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, 0o666 & ~_UMASK)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    return path
+
+
+def write_text(path, text: str) -> Path:
+    """Write a text file (UTF-8) atomically; see `write_bytes`."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def long_table(axes: Sequence[Mapping[str, Sequence]], values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Flatten arrays over a grid into a tidy table: one row per grid point, one column per quantity.
+
+    **Arguments:**
+
+    - `axes`: one mapping per axis of the grid, from column names to 1-D arrays of that axis'
+      length (e.g. `[{"seed": seeds}, {"step": steps, "t": times}]`); rows run over the last
+      axis fastest.
+    - `values`: arrays that broadcast to the grid's shape (e.g. (seeds, logs) or (logs,)).
+
+    **Returns:** {column name: 1-D array}, the axes' columns first.
+    """
+    columns = [{name: np.asarray(column) for name, column in axis.items()} for axis in axes]
+    shape = tuple(len(next(iter(axis.values()))) for axis in columns)
+    for axis, length in zip(columns, shape, strict=True):
+        for name, column in axis.items():
+            if column.shape != (length,):
+                raise ValueError(f"column {name!r} has shape {column.shape}, its axis has length {length}")
+    table = {}
+    for i, axis in enumerate(columns):
+        along = [1] * len(shape)
+        along[i] = shape[i]
+        for name, column in axis.items():
+            table[name] = np.broadcast_to(column.reshape(along), shape).ravel()
+    for name, value in values.items():
+        table[name] = np.broadcast_to(np.asarray(value), shape).ravel()
+    return table
+
+
+def _cell(item) -> str:
+    """One CSV cell: a float by repr (it reads back exactly), a boolean as true/false, the rest by str."""
+    if isinstance(item, bool):
+        return "true" if item else "false"
+    if isinstance(item, float):
+        return repr(item)
+    return str(item)
+
+
+def write_csv(path, table: Mapping[str, Sequence]) -> Path:
+    """Write a table as CSV atomically: a header of column names, then one line per row.
+
+    **Arguments:**
+
+    - `path`: the file.
+    - `table`: {column name: 1-D sequence}, all of one length (e.g. from `long_table`).
+
+    **Returns:** the path written.
+    """
+    cells = {name: [_cell(item) for item in np.asarray(column).tolist()] for name, column in table.items()}
+    lengths = {len(column) for column in cells.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"the columns of a table must have one length, got {sorted(lengths)}")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(cells)
+    writer.writerows(zip(*cells.values(), strict=True))
+    return write_text(path, buffer.getvalue())
+
+
+def save_figure(fig: "Figure", path_stem) -> list[Path]:
+    """Write a figure as PNG (150 dpi) and PDF side by side, each atomically, creating the folder.
+
+    The PDF carries no creation date, so that the same figure gives the same file.
+
+    **Arguments:**
+
+    - `fig`: the figure.
+    - `path_stem`: the path without suffix (a ".png" or ".pdf" suffix is dropped).
+
+    **Returns:** the paths written, PNG first.
+    """
+    stem = Path(path_stem)
+    if stem.suffix.lower() in (".png", ".pdf"):
+        stem = stem.with_suffix("")
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for suffix, metadata_ in (("png", None), ("pdf", {"CreationDate": None})):
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=suffix, dpi=150, bbox_inches="tight", metadata=metadata_)
+        paths.append(write_bytes(stem.parent / f"{stem.name}.{suffix}", buffer.getvalue()))
+    return paths
+
+
+def environment(packages: Sequence[str] = PACKAGES) -> dict:
+    """Where a run ran: Python, the platform, the CPU count, package versions and JAX's devices.
+
+    **Arguments:**
+
+    - `packages`: distribution names whose versions to record (None where not installed).
+
+    **Returns:** a JSON-serialisable dict; `jax_devices` only if JAX was imported.
+    """
+    versions = {}
+    for name in packages:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    found = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "packages": versions,
+    }
+    if "jax" in sys.modules:
+        found["jax_devices"] = [str(device) for device in sys.modules["jax"].devices()]
+    return found
+
+
+def _jsonable(value):
+    """Plain JSON: NumPy scalars and arrays as Python numbers and lists, non-finite floats as null."""
+    if isinstance(value, Mapping):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | np.ndarray):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def log_to_stderr(line: str) -> None:
+    """Print a line to stderr at once (the default log of `RunRecord`)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+class RunRecord:
+    """A run's output folder and its record, written to `run.json` there by `finish`.
+
+    The record holds the command, every parameter, the seed, the environment (`environment`),
+    the start time (ISO 8601, UTC), the duration of the run and of each phase, the files
+    written through it (paths relative to the folder), the status ("ok" or "numerical
+    failure"), each failure's details and a free-form summary.
+
+    **Arguments:**
+
+    - `folder`: the output folder, created and checked by `prepare_folder`.
+    - `command`: the command's name.
+    - `parameters`: every parameter of the run (JSON-serialisable values).
+    - `seed`: the PRNG seed, if any.
+    - `log`: called with a line when a phase starts and ends (default: print to stderr; None: silent).
+    """
+
+    def __init__(
+        self,
+        folder,
+        command: str,
+        parameters: Mapping,
+        *,
+        seed: int | None = None,
+        log: Callable[[str], None] | None = log_to_stderr,
+    ):
+        self.folder = prepare_folder(folder)
+        self.command = command
+        self.parameters = dict(parameters)
+        self.seed = seed
+        self.started = datetime.datetime.now(datetime.UTC)
+        self.files: list[str] = []
+        self.phases: dict[str, float] = {}
+        self.failures: list[dict] = []
+        self.summary: dict = {}
+        self._log = log
+        self._clock = time.perf_counter()
+
+    @contextlib.contextmanager
+    def phase(self, name: str, description: str = "") -> Iterator[None]:
+        """Time a phase of the run under `name`, logging when it starts and how long it took."""
+        self.log(f"{name}: {description or 'started'}")
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
+            self.log(f"{name}: {time.perf_counter() - start:.1f} s")
+
+    def log(self, line: str) -> None:
+        """Log a line, prefixed with the seconds since the run started."""
+        if self._log is not None:
+            self._log(f"[{self.elapsed:7.1f} s] {line}")
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return time.perf_counter() - self._clock
+
+    @property
+    def status(self) -> str:
+        """ "ok", or "numerical failure" once a failure was recorded."""
+        return "numerical failure" if self.failures else "ok"
+
+    def path(self, name: str) -> Path:
+        """The path of a result file `name` (relative, may name subfolders, created here)."""
+        path = self.folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _written(self, paths: list[Path]) -> None:
+        for path in paths:
+            name = path.relative_to(self.folder).as_posix()
+            if name not in self.files:
+                self.files.append(name)
+
+    def write_text(self, name: str, text: str) -> Path:
+        """Write a text file into the folder (atomically) and record it."""
+        path = write_text(self.path(name), text)
+        self._written([path])
+        return path
+
+    def write_csv(self, name: str, table: Mapping[str, Sequence]) -> Path:
+        """Write a table (see `write_csv`) into the folder and record it."""
+        path = write_csv(self.path(name), table)
+        self._written([path])
+        return path
+
+    def save_figure(self, fig: "Figure", stem: str) -> list[Path]:
+        """Write a figure as `stem`.png and `stem`.pdf (see `save_figure`) and record both."""
+        paths = save_figure(fig, self.path(stem))
+        self._written(paths)
+        return paths
+
+    def fail(self, message: str, **where) -> None:
+        """Record a numerical failure: a one-line `message` and where it happened (e.g. seed, step, time)."""
+        self.failures.append({"message": message, **where})
+
+    def finish(self) -> Path:
+        """Write `run.json` (atomically) with everything recorded so far.
+
+        **Returns:** its path.
+        """
+        record = {
+            "command": self.command,
+            "status": self.status,
+            "failures": self.failures,
+            "summary": self.summary,
+            "parameters": self.parameters,
+            "seed": self.seed,
+            "started": self.started.isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "durations_s": {"total": self.elapsed, "phases": self.phases},
+            "files": self.files,
+            "environment": environment(),
+        }
+        text = json.dumps(_jsonable(record), indent=2, allow_nan=False)
+        return write_text(self.folder / "run.json", text + "\n")

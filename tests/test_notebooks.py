@@ -1,0 +1,82 @@
+"""Execute the teaching notebooks in notebooks/ and check the numbers they print.
+
+Each notebook asserts its own facts (with the tolerances stated in its text), so an execution
+error fails the test; the test then reads the `name = value` lines of the notebook's summary
+cell and checks one fact per notebook again, from the outputs.
+"""
+
+import math
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+SUMMARY_LINE = re.compile(r"^(\w+) = ([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)$", re.MULTILINE)
+
+
+def _check_task(values):
+    # The closed-form risk of the oracle against its empirical risk on samples: 4 standard errors.
+    difference = abs(values["oracle_risk_closed_form"] - values["oracle_risk_empirical"])
+    assert difference < 4 * values["oracle_risk_stderr"]
+    assert values["bayes_risk"] < values["oracle_risk_closed_form"] < values["linear_risk"]
+
+
+def _check_derivation(values):
+    # The SymPy risk evaluated numerically against flowsim's compiled risk.
+    assert math.isclose(values["risk_sympy"], values["risk_flowsim"], rel_tol=1e-12)
+    assert values["nonzero_invariance_checks"] == 0
+
+
+def _check_phase_portraits(values):
+    assert values["fixed_points_on_M"] == 5
+    assert values["oracle_share_on_M"] == 1.0
+    assert 0 < values["oracle_share_on_sphere_small_lambda"] < 1  # some sphere starts reach the other sink
+    assert values["schedule_share"] == 1.0
+
+
+def _check_ode_vs_sgd(values):
+    assert values["deviation_lr_small"] < values["deviation_lr_large"]
+    assert values["deviation_batch_large"] < values["deviation_batch_small"]
+    assert values["final_train_risk"] < values["final_population_risk"]
+    assert values["chain_deviation_small_lr"] < values["chain_deviation_large_lr"]
+
+
+CHECKS = {
+    "01_task": _check_task,
+    "02_derivation": _check_derivation,
+    "03_phase_portraits": _check_phase_portraits,
+    "04_ode_vs_sgd": _check_ode_vs_sgd,
+}
+
+
+def _printed_values(notebook) -> dict[str, float]:
+    """The `name = value` lines printed by the notebook's code cells."""
+    values = {}
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if output.output_type == "stream" and output.name == "stdout":
+                values |= {name: float(value) for name, value in SUMMARY_LINE.findall(output.text)}
+    return values
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_notebook_executes_and_checks_its_numbers(name):
+    notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    client = NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
+    client.execute()  # raises CellExecutionError, with the failing cell, on any error or failed assert
+    CHECKS[name](_printed_values(notebook))
+
+
+def test_notebooks_are_stored_without_outputs():
+    assert sorted(path.stem for path in NOTEBOOKS.glob("*.ipynb")) == sorted(CHECKS), "every notebook is tested"
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        nbformat.validate(notebook)
+        for cell in notebook.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has stored outputs"

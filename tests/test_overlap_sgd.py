@@ -1,0 +1,191 @@
+"""The exact online-SGD chain on the overlaps (engine="overlaps") against SGD in R^d."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.stats
+
+from flowsim import slr
+from flowsim._generated import slr as generated
+from flowsim.slr._data import _sample
+from flowsim.slr._overlap_sgd import frame, renormalised_step, wishart_2x2
+from flowsim.slr._sgd import _projected_step, _squared_loss
+
+#: A start off M with every overlap non-zero.
+START = np.array([0.3, -0.2, 0.25, 0.1, 0.15])
+
+
+def _frame_basis(k, v, truth):
+    """The frame (k*, v*, e3, e4) of `frame` as vectors of R^d, rows of a (4, d) matrix."""
+    kf, vf = frame(slr.overlaps(k, v, truth))
+    e3 = (k - kf[0] * truth.k_star - kf[1] * truth.v_star) / kf[2]
+    e4 = (v - vf[0] * truth.k_star - vf[1] * truth.v_star - vf[2] * e3) / vf[3]
+    return jnp.stack([truth.k_star, truth.v_star, e3, e4])
+
+
+@pytest.mark.parametrize(("d", "L", "batch", "lr"), [(5, 2, 1, 0.3), (300, 10, 5, 1e-3)])
+def test_renormalised_step_is_the_Rd_step_on_the_same_data(d, L, batch, lr):
+    """Feed the frame parts and the orthogonal Gram matrix of an R^d mini-batch gradient to the
+    overlap update: it returns the overlaps of the R^d step to rounding (<= 1e-12)."""
+    problem = slr.Problem(d, L, 0.7, eps=0.1)
+    keys = jax.random.split(jax.random.key(d), 4)
+    truth = slr.ground_truth(keys[0], d)
+    k, v = slr.vectors_with_overlaps(START, truth, keys[1])
+    X, y, _ = _sample(problem, truth, keys[2], batch)
+    g_k, g_v = jax.grad(_squared_loss, (0, 1))(k, v, X, y, problem.lam)
+    expected = slr.overlaps(_projected_step(k, g_k, lr), _projected_step(v, g_v, lr), truth)
+
+    basis = _frame_basis(k, v, truth)
+    assert np.abs(basis @ basis.T - np.eye(4)).max() < 1e-14
+    u, w = g_k - basis.T @ (basis @ g_k), g_v - basis.T @ (basis @ g_v)
+    gram = jnp.stack([u @ u, u @ w, w @ w])
+    k_frame, v_frame = frame(slr.overlaps(k, v, truth))
+    got = renormalised_step(k_frame, v_frame, basis @ g_k, basis @ g_v, gram, lr)
+    np.testing.assert_allclose(got, expected, atol=1e-12, rtol=0)
+
+
+def _population_gradients_in_frame(problem, m):
+    """Frame coordinates of grad_k R = R_kappa k* + R_eta v* + R_rho v and of grad_v R."""
+    partial = jax.grad(lambda m: generated.risk(*m, problem.d, problem.L, problem.lam, problem.gamma, problem.eps))(m)
+    r_kappa, r_nu, r_theta, r_eta, r_rho = partial
+    k, v = frame(m)
+    e1, e2 = jnp.eye(4)[0], jnp.eye(4)[1]
+    return k, v, r_kappa * e1 + r_eta * e2 + r_rho * v, r_nu * e2 + r_theta * e1 + r_rho * k
+
+
+POINTS = [
+    START,
+    [0.6, 0.7, 0.0, 0.0, 0.0],  # on M
+    [1.0, 0.2, 0.1, 0.0, 0.1],  # k = k*: a = 0 in the frame
+    [0.3, 0.2, 0.3, 0.2, 1.0],  # v = k: span(k, v) is a line
+    [-0.05, 0.9, 0.3, 0.1, -0.2],
+]
+
+
+@pytest.mark.parametrize("m", POINTS)
+def test_without_noise_the_step_is_the_population_map(m):
+    """Expected gradient, no orthogonal part: the chain's update is the discrete population map."""
+    problem = slr.Problem(80, 10, 0.5, eps=0.1)
+    m = jnp.asarray(m, dtype=float)
+    slr.check_overlaps(m)
+    alpha = 4e-3
+    k, v, g_k, g_v = _population_gradients_in_frame(problem, m)
+    got = renormalised_step(k, v, g_k, g_v, jnp.zeros(3), alpha)
+    expected = generated.pgd_map(*m, problem.d, problem.L, problem.lam, problem.gamma, problem.eps, alpha)
+    np.testing.assert_allclose(got, expected, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize(("scale", "dof"), [((2.0, -0.6, 0.5), 7), ((1.0, 1.0, 1.0), 1), ((0.0, 0.0, 3.0), 40)])
+def test_wishart_2x2_has_the_law_of_scipy_wishart(scale, dof):
+    """Bartlett draws vs scipy.stats.wishart (the third scale is singular): means within 4 SE,
+    Kolmogorov-Smirnov on each entry does not reject at 1e-3."""
+    n = 20_000
+    draws = np.asarray(
+        jax.vmap(lambda key: wishart_2x2(key, jnp.asarray(scale), dof))(jax.random.split(jax.random.key(3), n))
+    )
+    s11, s12, s22 = scale
+    matrix = np.array([[s11, s12], [s12, s22]])
+    np.testing.assert_allclose(
+        draws.mean(0), dof * matrix[[0, 0, 1], [0, 1, 1]], atol=4 * draws.std(0).max() / n**0.5 + 1e-12
+    )
+    if np.linalg.det(matrix) > 0 and dof >= 2:
+        reference = scipy.stats.wishart(dof, matrix).rvs(n, random_state=np.random.default_rng(0))
+        reference = reference[:, [0, 0, 1], [0, 1, 1]]
+    else:  # singular: W = g g^T with g ~ N(0, scale) summed over dof
+        g = np.random.default_rng(0).multivariate_normal([0, 0], matrix, size=(n, dof))
+        reference = np.stack([(g[..., 0] ** 2).sum(1), (g[..., 0] * g[..., 1]).sum(1), (g[..., 1] ** 2).sum(1)], -1)
+    for j in range(3):
+        if np.ptp(reference[:, j]) > 0:
+            assert scipy.stats.ks_2samp(draws[:, j], reference[:, j]).pvalue > 1e-3
+
+
+def _z_scores(a, b):
+    """Two-sample z-scores of the means and of the standard deviations, per overlap."""
+    n_a, n_b = len(a), len(b)
+    z_mean = (a.mean(0) - b.mean(0)) / np.sqrt(a.var(0) / n_a + b.var(0) / n_b)
+
+    def sd_variance(x):  # delta method: Var(s) ~ (mu4 - sigma^4) / (4 sigma^2 n)
+        centred = x - x.mean(0)
+        return ((centred**4).mean(0) - x.var(0) ** 2) / (4 * x.var(0) * len(x))
+
+    z_sd = (a.std(0) - b.std(0)) / np.sqrt(sd_variance(a) + sd_variance(b))
+    return z_mean, z_sd
+
+
+SEEDS = 2000
+#: (d, batch, steps compared), L = 3. The R^d engine's sampling sets the sizes: 1 000 steps in
+#: R^400 for 2 000 seeds would take ~30 s, so d = 400 is compared up to step 100.
+DIMENSIONS = [(8, 2, (1, 10, 1000)), (80, 1, (1, 10, 1000)), (400, 1, (1, 10, 100))]
+
+
+@pytest.fixture(scope="module", params=DIMENSIONS, ids=lambda p: f"d={p[0]}")
+def both_engines(request):
+    d, batch, compared = request.param
+    problem = slr.Problem(d, 3, 0.5, eps=0.1)
+    runs = {
+        engine: slr.run_sgd(
+            problem, jax.random.key(i), init=START, lr=0.01, steps=compared[-1], batch=batch, seeds=SEEDS, engine=engine
+        )
+        for i, engine in enumerate(slr.ENGINES)
+    }
+    return compared, runs
+
+
+def test_the_chain_has_the_law_of_online_sgd_in_Rd(both_engines):
+    """After 1, 10 and 1000 steps from the same overlaps, over 2000 seeds per engine: means and
+    standard deviations of every overlap agree within 4 standard errors, and two-sample
+    Kolmogorov-Smirnov tests on kappa and nu do not reject at the 1e-3 level (fixed seeds)."""
+    compared, runs = both_engines
+    for step in compared:
+        a, b = (np.asarray(runs[engine].overlaps[:, step]) for engine in slr.ENGINES)
+        assert np.isfinite(a).all() and np.isfinite(b).all()
+        z_mean, z_sd = _z_scores(a, b)
+        assert np.abs(z_mean).max() < 4, (step, z_mean)
+        assert np.abs(z_sd).max() < 4, (step, z_sd)
+        for j in (0, 1):
+            assert scipy.stats.ks_2samp(a[:, j], b[:, j]).pvalue > 1e-3, (step, j)
+    # The runs moved: after the last compared step kappa's law is far from the start.
+    assert abs(np.asarray(runs["overlaps"].overlaps[:, compared[-1], 0]).mean() - START[0]) > 0.05
+
+
+def test_a_huge_batch_step_averages_to_the_population_map():
+    """With batch 4000, one step's mean over 400 seeds is the population map's step within 4 SE
+    (the chain's own noise is then ~ lr / sqrt(batch))."""
+    problem = slr.Problem(80, 3, 0.5, eps=0.1)
+    run = slr.run_sgd(
+        problem, jax.random.key(5), init=START, lr=0.05, steps=1, batch=4000, seeds=400, engine="overlaps"
+    )
+    after = np.asarray(run.overlaps[:, 1])
+    expected = np.asarray(generated.pgd_map(*START, 80, 3, 0.5, problem.gamma, 0.1, 0.05))
+    stderr = after.std(0) / np.sqrt(len(after))
+    assert (np.abs(after.mean(0) - expected) < 4 * stderr).all()
+    assert np.abs(after.mean(0) - START).max() > 10 * stderr.max()  # the step is resolved
+
+
+def test_same_key_same_run_and_risk_is_the_closed_form():
+    problem = slr.Problem(80, 3, 0.5, eps=0.1)
+    runs = [  # the call of the test above: compiled once
+        slr.run_sgd(problem, jax.random.key(5), init=START, lr=0.05, steps=1, batch=4000, seeds=400, engine="overlaps")
+        for _ in range(2)
+    ]
+    np.testing.assert_array_equal(runs[0].overlaps, runs[1].overlaps)
+    expected = slr.population_risk(problem, runs[0].overlaps)
+    np.testing.assert_allclose(runs[0].risk, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"problem": slr.Problem(4, 3, 0.5)}, "engine 'overlaps' needs d >= 5"),
+        ({"init": [0.9, 0.9, 0.9, 0.9, 0.9]}, "is not realizable"),
+        ({"mode": "dataset", "n": 10}, "engine 'overlaps' runs online SGD only"),
+        ({"dtype": "float32"}, "engine 'overlaps' runs in float64 only"),
+        ({"engine": "R^d"}, "engine must be one of ('Rd', 'overlaps')"),
+    ],
+)
+def test_bad_input_is_rejected(kwargs, message):
+    arguments = {"problem": slr.Problem(80, 3, 0.5), "init": "sphere", "engine": "overlaps"} | kwargs
+    problem = arguments.pop("problem")
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("^", r"\^")):
+        slr.run_sgd(problem, jax.random.key(0), lr=0.01, steps=1, **arguments)
