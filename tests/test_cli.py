@@ -31,14 +31,12 @@ from flowsim.cli import main
 from flowsim.integrate import evaluate
 
 REPOSITORY = Path(__file__).resolve().parent.parent
-SGD = "sgd --d 6 --L 3 --steps 40 --log-every 10 --seeds 2 --engine rd"
+#: The sizes the runs in this process share: dimension, tokens, starts (or seeds), saved (or logged) times.
+D, L, N, SAVES = 10, 4, 2, 61
+#: An SGD run on the overlaps with the demo's sizes: in this process it reuses the demo's compiled chain.
+SGD = f"sgd --d {D} --L {L} --steps {SAVES - 1} --log-every 1 --seeds {N} --seed 3 --decay 1e-3"
 #: Subprocess runs: name: arguments (--out is added).
-PROCESSES = {
-    "sgd": f"{SGD} --seed 3 --decay 1e-3",
-    "derive": "derive",
-    "sgd_again": f"{SGD} --seed 3 --decay 1e-3",
-    "sgd_diverged": f"{SGD} --lr 1e300",
-}
+PROCESSES = {"sgd": SGD, "derive": "derive"}
 #: Bad inputs: (arguments, the start of the one line on stderr); the first three in subprocesses.
 BAD_INPUTS = [
     ("nonsense", "flowsim: error: argument command: invalid choice: 'nonsense'"),
@@ -50,8 +48,6 @@ BAD_INPUTS = [
     ("verify --bogus", "flowsim: error: unrecognized arguments: --bogus"),
 ]
 IN_SUBPROCESSES = 3
-#: The sizes the runs in this process share: dimension, tokens, starts (or seeds), saved (or logged) times.
-D, L, N, SAVES = 10, 4, 2, 61
 DEMO = f"demo --d {D} --L {L} --bayes-samples 200 --sgd-d {D} --sgd-steps {SAVES - 1} --sgd-seeds {N}"
 DEMO += f" --verify-d {D} --verify-n {N}"
 
@@ -305,44 +301,49 @@ def test_help_gives_every_option_its_default_and_range(capsys):
 # In subprocesses: the same numbers from two processes, a numerical failure, derive, bad input
 
 
-def test_sgd_writes_the_same_numbers_for_the_same_seed(processes):
+def test_sgd_writes_the_same_numbers_for_the_same_seed(processes, tmp_path):
+    """The same arguments and seed in another process (a subprocess, then this one) write the same bytes."""
     _, out = _succeeded(processes, "sgd")
-    _, again = _succeeded(processes, "sgd_again")
+    assert main([*SGD.split(), "--out", str(tmp_path), "--no-progress"]) == 0
     _assert_files(out, ["trajectories.csv", "sgd.png", "sgd.pdf"])
-    _assert_record(out, "sgd", d=6, L=3, steps=40, log_every=10, seeds=2, engine="rd", seed=3, decay=1e-3)
-    assert (out / "trajectories.csv").read_bytes() == (again / "trajectories.csv").read_bytes()
+    _assert_record(out, "sgd", d=D, L=L, steps=SAVES - 1, log_every=1, seeds=N, engine="overlaps", seed=3, decay=1e-3)
+    assert (out / "trajectories.csv").read_bytes() == (tmp_path / "trajectories.csv").read_bytes()
     rows = _table(out / "trajectories.csv")
     assert list(rows[0]) == ["seed", "step", "t", "lam", *slr.OVERLAP_NAMES, "risk"]
     step = _column(rows, "step")
-    np.testing.assert_array_equal(step, np.tile(np.arange(0, 41, 10), 2))
+    np.testing.assert_array_equal(step, np.tile(np.arange(SAVES), N))
     np.testing.assert_array_equal(_column(rows, "t"), 1e-3 * step)
     np.testing.assert_allclose(_column(rows, "lam"), 2.0 / (1 + 1e-3 * step), rtol=1e-15)
-    risk = evaluate(generated.risk, *_overlaps(rows).T, 6, 3, _column(rows, "lam"), math.sqrt(0.5), 0.1)
+    risk = evaluate(generated.risk, *_overlaps(rows).T, D, L, _column(rows, "lam"), math.sqrt(0.5), 0.1)
     np.testing.assert_allclose(_column(rows, "risk"), risk, rtol=1e-12)
 
 
-def test_a_diverging_sgd_run_exits_1_and_keeps_its_results(processes):
-    result, out = processes["sgd_diverged"].result()
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.splitlines() == [
+def test_a_diverging_sgd_run_exits_1_and_keeps_its_results(tmp_path, capsys):
+    """In this process, on the overlaps with the demo's sizes (its compiled chain serves)."""
+    arguments = f"sgd --d {D} --L {L} --steps {SAVES - 1} --log-every 1 --seeds {N} --lr 1e300 --out {tmp_path}"
+    assert main([*arguments.split(), "--no-progress"]) == 1
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr
+    assert stderr.splitlines() == [
         f"flowsim sgd: numerical failure: seed {seed} diverged at step 1 (t = 1e+300): the iterate became non-finite"
-        for seed in (0, 1)
+        for seed in range(N)
     ]
-    _assert_files(out, ["trajectories.csv", "sgd.png", "sgd.pdf"])
-    record = _assert_record(out, "sgd", lr=1e300)
+    _assert_files(tmp_path, ["trajectories.csv", "sgd.png", "sgd.pdf"])
+    record = _assert_record(tmp_path, "sgd", lr=1e300, engine="overlaps")
     assert record["status"] == "numerical failure"
-    assert [(f["seed"], f["step"], f["t"]) for f in record["failures"]] == [(0, 1, 1e300), (1, 1, 1e300)]
-    rows = _table(out / "trajectories.csv")
+    assert [(f["seed"], f["step"], f["t"]) for f in record["failures"]] == [(seed, 1, 1e300) for seed in range(N)]
+    rows = _table(tmp_path / "trajectories.csv")
     kappa, step = _column(rows, "kappa"), _column(rows, "step")
     assert np.isfinite(kappa[step == 0]).all() and np.isnan(kappa[step > 0]).all()
 
 
 def test_derive_regenerates_the_equations_outside_the_package(processes):
+    """Also the staleness check of the generated files: a fresh derivation equals them byte for byte."""
     result, out = _succeeded(processes, "derive")
     generated_files = ["flowsim/_generated/slr.py", "docs/equations.md"]
     _assert_files(out, generated_files)
     for name in generated_files:
-        assert (out / name).read_text() == (REPOSITORY / name).read_text()
+        assert (out / name).read_text() == (REPOSITORY / name).read_text(), f"{name} is stale: python -m derivations"
         assert f"{name}: identical to" in result.stdout
     assert "Projected gradient flow on the overlaps" in result.stdout and r"\dot{\kappa}" in result.stdout
     assert _record(out)["summary"] == {"same_as_installed": dict.fromkeys(generated_files, True)}

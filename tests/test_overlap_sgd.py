@@ -174,6 +174,16 @@ def test_same_key_same_run_and_risk_is_the_closed_form():
     np.testing.assert_allclose(runs[0].risk, expected, rtol=1e-12)
 
 
+def test_an_overflowing_step_is_a_divergence_not_zero_overlaps():
+    """lr = 1e300 overflows the step: every seed diverges at step 1 (NaN), none reads as overlaps 0."""
+    problem = slr.Problem(80, 3, 0.5, eps=0.1)
+    run = slr.run_sgd(
+        problem, jax.random.key(5), init=START, lr=1e300, steps=1, batch=4000, seeds=400, engine="overlaps"
+    )
+    assert run.diverged == dict.fromkeys(range(400), 1)
+    assert np.isnan(np.asarray(run.overlaps[:, 1])).all() and np.isfinite(np.asarray(run.overlaps[:, 0])).all()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

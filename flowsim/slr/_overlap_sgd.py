@@ -86,7 +86,10 @@ def renormalised_step(k, v, g_k, g_v, gram, lr) -> Float[Array, "... 5"]:
     rho = (_dot(new_k, new_v) + lr**2 * uw) / (norm_k * norm_v)
     kappa, eta = new_k[..., 0] / norm_k, new_k[..., 1] / norm_k
     theta, nu = new_v[..., 0] / norm_v, new_v[..., 1] / norm_v
-    return jnp.stack([kappa, nu, theta, eta, rho], axis=-1)
+    m = jnp.stack([kappa, nu, theta, eta, rho], axis=-1)
+    # An overflowing step would otherwise give finite but meaningless overlaps (x / inf = 0).
+    finite = jnp.isfinite(norm_k) & jnp.isfinite(norm_v) & (norm_k > 0) & (norm_v > 0)
+    return jnp.where(finite[..., None], m, jnp.nan)
 
 
 def _cholesky_2x2(scale):

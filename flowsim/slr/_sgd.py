@@ -1,11 +1,13 @@
-"""Finite-sample training in R^d: online SGD, (mini-)batch GD on a fixed dataset, population PGD.
+"""Finite-sample training: online SGD, (mini-)batch GD on a fixed dataset, population PGD.
 
 Every mode takes the projected step of SPEC.md section 5 and renormalises:
 k <- (k - lr (I - k k^T) g_k) / |.|, and the same for v, where (g_k, g_v) is the
 gradient at the current iterate of the mini-batch squared loss (online), of the
 loss on the batch drawn from the fixed dataset (dataset), or of the exact
-population risk through the overlaps (population). Seeds run in parallel (vmap),
-steps in `lax.scan`, logging inside the scan.
+population risk through the overlaps (population). Engine "Rd" keeps k, v and the
+samples in R^d; engine "overlaps" runs online SGD as the exact Markov chain on the five
+overlaps (`flowsim.slr._overlap_sgd`). Seeds run in parallel (vmap), steps in `lax.scan`,
+logging inside the scan; the closed-form risk of the logged overlaps is evaluated after it.
 """
 
 from typing import NamedTuple
