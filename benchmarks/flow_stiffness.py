@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowsim import slr
-from flowsim._generated import slr as generated
+from flowsim.tasks.slr import _generated as generated
 
 ALPHAS = (0.05, 0.02, 0.01, 0.005, 0.002, 0.001)
 DEFAULT_MAX_STEPS = 100_000

@@ -1,4 +1,4 @@
-"""Throughput of the batched 5-D flow (flowsim.slr.solve_flow) against a scipy solve_ivp loop.
+"""Throughput of the batched 5-D flow (flowsim.tasks.slr.solve_flow) against a scipy solve_ivp loop.
 
 Integrates the projected gradient flow of single-location regression on the five
 overlaps to t = 100 from B sphere initial conditions, and reports trajectories per
@@ -8,7 +8,7 @@ called in a Python loop over trajectories, on the same generated vector field.
 
 The baseline field is the faster of two things a user would write (both are timed):
 
-- the generated JAX function `flowsim._generated.slr.flow`, jitted, called with a
+- the generated JAX function `flowsim.tasks.slr._generated.flow`, jitted, called with a
   NumPy array from solve_ivp;
 - the same generated source executed with `math` / NumPy functions in place of
   `jax.numpy` (what `sympy.lambdify(..., modules="math")` gives), zeta through
@@ -46,7 +46,7 @@ import scipy.integrate
 import scipy.special
 
 from flowsim import slr
-from flowsim._generated import slr as generated
+from flowsim.tasks.slr import _generated as generated
 from flowsim.integrate import ATOL as DEFAULT_ATOL
 from flowsim.integrate import RTOL as DEFAULT_RTOL
 
@@ -90,7 +90,7 @@ def lambdified_flow():
     body = "\n".join(line for line in source.splitlines() if not line.startswith(("import ", "from ")))
     math_namespace = types.SimpleNamespace(sqrt=math.sqrt, exp=math.exp, pi=math.pi, arcsin=math.asin)
     namespace = {"jnp": math_namespace, "erf": math.erf, "zeta": _zeta_numpy, "assemble": _assemble_numpy}
-    exec(compile(body, "<flowsim._generated.slr on math>", "exec"), namespace)
+    exec(compile(body, "<flowsim.tasks.slr._generated on math>", "exec"), namespace)
     return namespace["flow"]
 
 

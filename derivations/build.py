@@ -11,7 +11,7 @@ from derivations.slr import OVERLAPS, PARAMETERS, kappa, nu
 __all__ = ["GENERATED_FILES", "generate"]
 
 #: Paths of the generated files, relative to the repository root.
-GENERATED_FILES = ("flowsim/_generated/slr.py", "docs/equations.md")
+GENERATED_FILES = ("flowsim/tasks/slr/_generated.py", "docs/equations.md")
 
 ALPHA = sp.Symbol("alpha", positive=True)
 _LATEX_NAMES = {slr.lam: r"\lambda", slr.eps: r"\varepsilon", ALPHA: r"\alpha"}

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 
-from flowsim._generated import slr as generated
+from flowsim.tasks.slr import _generated as generated
 from flowsim.integrate import Trajectories
 from flowsim.results import save_figure  # re-exported: every figure is written through it (atomic PNG + PDF)
-from flowsim.slr import OVERLAP_NAMES, Problem, attractors, fixed_points_on_manifold, initial_overlaps, solve_flow
+from flowsim.tasks.slr import OVERLAP_NAMES, Problem, attractors, fixed_points_on_manifold, initial_overlaps, solve_flow
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from flowsim import results, slr
-from flowsim._generated import slr as generated
+from flowsim.tasks.slr import _generated as generated
 from flowsim.cli import main
 from flowsim.integrate import evaluate
 
@@ -340,7 +340,7 @@ def test_a_diverging_sgd_run_exits_1_and_keeps_its_results(tmp_path, capsys):
 def test_derive_regenerates_the_equations_outside_the_package(processes):
     """Also the staleness check of the generated files: a fresh derivation equals them byte for byte."""
     result, out = _succeeded(processes, "derive")
-    generated_files = ["flowsim/_generated/slr.py", "docs/equations.md"]
+    generated_files = ["flowsim/tasks/slr/_generated.py", "docs/equations.md"]
     _assert_files(out, generated_files)
     for name in generated_files:
         assert (out / name).read_text() == (REPOSITORY / name).read_text(), f"{name} is stale: python -m derivations"

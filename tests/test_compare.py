@@ -21,7 +21,7 @@ import pytest
 
 from flowsim import schedules, slr
 from flowsim.cli import main
-from flowsim.slr._compare import _distance_up_to_sign
+from flowsim.tasks.slr._compare import _distance_up_to_sign
 
 PROBLEM = slr.Problem(d=16, L=4, lam=0.5)
 #: lam = 0.5 / (1 + 0.125 t): a function of t, so one object serves every lr and the flow.

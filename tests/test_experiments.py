@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from flowsim import slr
-from flowsim.slr import _experiments
-from flowsim.slr._fixedpoints import Attractor
+from flowsim.tasks.slr import _experiments
+from flowsim.tasks.slr._fixedpoints import Attractor
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt

@@ -15,7 +15,7 @@ from scipy import integrate as scipy_integrate
 from scipy import stats
 
 from flowsim import schedules, slr
-from flowsim._generated import slr as generated
+from flowsim.tasks.slr import _generated as generated
 from flowsim.integrate import Status
 from tests.reference import random_realizable_overlaps
 

@@ -7,10 +7,10 @@ import pytest
 import scipy.stats
 
 from flowsim import slr
-from flowsim._generated import slr as generated
-from flowsim.slr._data import _sample
-from flowsim.slr._overlap_sgd import frame, renormalised_step, wishart_2x2
-from flowsim.slr._sgd import _projected_step, _squared_loss
+from flowsim.tasks.slr import _generated as generated
+from flowsim.tasks.slr._data import _sample
+from flowsim.tasks.slr._overlap_sgd import frame, renormalised_step, wishart_2x2
+from flowsim.tasks.slr._sgd import _projected_step, _squared_loss
 
 #: A start off M with every overlap non-zero.
 START = np.array([0.3, -0.2, 0.25, 0.1, 0.15])

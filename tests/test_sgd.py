@@ -22,7 +22,7 @@ import pytest
 from scipy import special
 
 from flowsim import schedules, slr
-from flowsim.slr._data import GroundTruth, _sample
+from flowsim.tasks.slr._data import GroundTruth, _sample
 from tests.reference import random_realizable_overlaps
 
 PROBLEM = slr.Problem(12, 4, 0.5, 0.7, 0.2)

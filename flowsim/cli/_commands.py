@@ -316,8 +316,8 @@ def _derive(args) -> int:
 
     import flowsim
 
-    installed = Path(flowsim.__file__).resolve().parent / "_generated" / "slr.py"
-    if (Path(args.out) / "flowsim" / "_generated" / "slr.py").resolve() == installed:
+    installed = Path(flowsim.__file__).resolve().parent / "tasks" / "slr" / "_generated.py"
+    if (Path(args.out) / "flowsim" / "tasks" / "slr" / "_generated.py").resolve() == installed:
         raise ValueError(
             f"--out {args.out} would overwrite the installed package's {installed}: give another folder "
             "(`python -m derivations` regenerates a checkout)"
@@ -330,7 +330,7 @@ def _derive(args) -> int:
         with tempfile.TemporaryDirectory(dir=record.folder, prefix=".derive-") as scratch:
             for path in generate(Path(scratch)):
                 record.write_text(path.relative_to(scratch).as_posix(), path.read_text())
-    checkout = installed.parent.parent.parent
+    checkout = installed.parents[3]
     same = {}
     for name in record.files:
         reference = checkout / name

@@ -6,8 +6,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from flowsim.slr._data import GroundTruth, _check_count, sample
-from flowsim.slr._problem import Problem
+from flowsim.tasks.slr._data import GroundTruth, _check_count, sample
+from flowsim.tasks.slr._problem import Problem
 
 __all__ = [
     "Estimate",

@@ -30,17 +30,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._generated import slr as generated
+from flowsim.tasks.slr import _generated as generated
 from flowsim.integrate import evaluate
 from flowsim.schedules import InverseTimeDecay
-from flowsim.slr._data import _check_count, _check_positive
-from flowsim.slr._dynamics import iterate_map, solve_flow
-from flowsim.slr._fixedpoints import ORACLE, Attractor
-from flowsim.slr._init import initial_overlaps
-from flowsim.slr._outcomes import classify_end_points
-from flowsim.slr._problem import Problem
-from flowsim.slr._risk import oracle_risk
-from flowsim.slr._sgd import run_sgd
+from flowsim.tasks.slr._data import _check_count, _check_positive
+from flowsim.tasks.slr._dynamics import iterate_map, solve_flow
+from flowsim.tasks.slr._fixedpoints import ORACLE, Attractor
+from flowsim.tasks.slr._init import initial_overlaps
+from flowsim.tasks.slr._outcomes import classify_end_points
+from flowsim.tasks.slr._problem import Problem
+from flowsim.tasks.slr._risk import oracle_risk
+from flowsim.tasks.slr._sgd import run_sgd
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

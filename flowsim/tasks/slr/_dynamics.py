@@ -8,12 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from flowsim._generated import slr as generated
+from flowsim.tasks.slr import _generated as generated
 from flowsim.integrate import Trajectories, evaluate, integrate, traced
 from flowsim.schedules import Constant
-from flowsim.slr._data import _check_count, _check_positive
-from flowsim.slr._overlaps import _show, unrealizable
-from flowsim.slr._problem import Problem
+from flowsim.tasks.slr._data import _check_count, _check_positive
+from flowsim.tasks.slr._overlaps import _show, unrealizable
+from flowsim.tasks.slr._problem import Problem
 
 __all__ = ["MapTrajectories", "flow_field", "iterate_map", "solve_flow"]
 

@@ -3,9 +3,9 @@
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from flowsim._generated import slr as generated
+from flowsim.tasks.slr import _generated as generated
 from flowsim.integrate import evaluate
-from flowsim.slr._problem import Problem
+from flowsim.tasks.slr._problem import Problem
 
 __all__ = ["oracle_risk", "population_risk"]
 

@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from flowsim.slr._data import _attention
-from flowsim.slr._init import _chi2
+from flowsim.tasks.slr._data import _attention
+from flowsim.tasks.slr._init import _chi2
 
 __all__ = ["draw_step_noise", "draws_per_step", "frame", "renormalised_step", "sgd_step", "wishart_2x2"]
 

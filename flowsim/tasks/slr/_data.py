@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax.scipy.special import erf
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from flowsim.slr._problem import Problem
+from flowsim.tasks.slr._problem import Problem
 
 __all__ = ["Batch", "GroundTruth", "empirical_risk", "ground_truth", "predict", "sample"]
 

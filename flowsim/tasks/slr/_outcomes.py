@@ -7,9 +7,9 @@ import numpy as np
 
 from flowsim.integrate import evaluate
 from flowsim.schedules import Constant
-from flowsim.slr._dynamics import flow_field
-from flowsim.slr._fixedpoints import ORACLE, Attractor, attractors, canonical_sign
-from flowsim.slr._problem import Problem
+from flowsim.tasks.slr._dynamics import flow_field
+from flowsim.tasks.slr._fixedpoints import ORACLE, Attractor, attractors, canonical_sign
+from flowsim.tasks.slr._problem import Problem
 
 __all__ = ["Outcomes", "classify_end_points", "distance_to_oracle"]
 

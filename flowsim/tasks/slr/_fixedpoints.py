@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._generated import slr as generated
+from flowsim.tasks.slr import _generated as generated
 from flowsim.fixedpoints import FixedPoint, describe_fixed_point, find_fixed_points, newton_polish
 from flowsim.integrate import traced
 from flowsim.schedules import Constant
-from flowsim.slr._dynamics import (
+from flowsim.tasks.slr._dynamics import (
     _flow_field_on_manifold,
     _lam,
     _parameters,
@@ -18,9 +18,9 @@ from flowsim.slr._dynamics import (
     _risk_on_manifold,
     flow_field,
 )
-from flowsim.slr._init import initial_overlaps
-from flowsim.slr._overlaps import check_overlaps
-from flowsim.slr._problem import Problem
+from flowsim.tasks.slr._init import initial_overlaps
+from flowsim.tasks.slr._overlaps import check_overlaps
+from flowsim.tasks.slr._problem import Problem
 
 __all__ = ["Attractor", "attractors", "canonical_sign", "fixed_points", "fixed_points_on_manifold"]
 

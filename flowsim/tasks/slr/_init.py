@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from flowsim.slr._data import _check_count
+from flowsim.tasks.slr._data import _check_count
 
 __all__ = ["INITIALISATIONS", "initial_overlaps"]
 

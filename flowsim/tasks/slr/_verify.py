@@ -7,11 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowsim.schedules import Constant, InverseTimeDecay
-from flowsim.slr._dynamics import solve_flow
-from flowsim.slr._fixedpoints import Attractor
-from flowsim.slr._init import initial_overlaps
-from flowsim.slr._outcomes import classify_end_points, distance_to_oracle
-from flowsim.slr._problem import Problem
+from flowsim.tasks.slr._dynamics import solve_flow
+from flowsim.tasks.slr._fixedpoints import Attractor
+from flowsim.tasks.slr._init import initial_overlaps
+from flowsim.tasks.slr._outcomes import classify_end_points, distance_to_oracle
+from flowsim.tasks.slr._problem import Problem
 
 __all__ = ["Setting", "VerifyReport", "VerifyRow", "default_settings", "format_report", "verify_convergence"]
 

@@ -22,10 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowsim.schedules import Constant
-from flowsim.slr._dynamics import iterate_map, solve_flow
-from flowsim.slr._overlaps import OVERLAP_NAMES
-from flowsim.slr._problem import Problem
-from flowsim.slr._sgd import SGDRun, run_sgd
+from flowsim.tasks.slr._dynamics import iterate_map, solve_flow
+from flowsim.tasks.slr._overlaps import OVERLAP_NAMES
+from flowsim.tasks.slr._problem import Problem
+from flowsim.tasks.slr._sgd import SGDRun, run_sgd
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

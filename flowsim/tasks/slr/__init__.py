@@ -1,6 +1,6 @@
 """Single-location regression (SPEC.md sections 1-4): the task, its risk and baselines."""
 
-from flowsim.slr._baselines import (
+from flowsim.tasks.slr._baselines import (
     Estimate,
     bayes_predict,
     bayes_risk,
@@ -8,7 +8,7 @@ from flowsim.slr._baselines import (
     linear_predict,
     linear_risk,
 )
-from flowsim.slr._compare import (
+from flowsim.tasks.slr._compare import (
     ATTRACTOR_TOL,
     REFERENCES,
     Comparison,
@@ -19,9 +19,9 @@ from flowsim.slr._compare import (
     sweep_dataset,
     sweep_lr,
 )
-from flowsim.slr._data import Batch, GroundTruth, empirical_risk, ground_truth, predict, sample
-from flowsim.slr._dynamics import MapTrajectories, flow_field, iterate_map, solve_flow
-from flowsim.slr._experiments import (
+from flowsim.tasks.slr._data import Batch, GroundTruth, empirical_risk, ground_truth, predict, sample
+from flowsim.tasks.slr._dynamics import MapTrajectories, flow_field, iterate_map, solve_flow
+from flowsim.tasks.slr._experiments import (
     EXPERIMENTS,
     Experiment,
     ExperimentResult,
@@ -31,19 +31,19 @@ from flowsim.slr._experiments import (
     run_experiment,
     summary_table,
 )
-from flowsim.slr._fixedpoints import (
+from flowsim.tasks.slr._fixedpoints import (
     Attractor,
     attractors,
     canonical_sign,
     fixed_points,
     fixed_points_on_manifold,
 )
-from flowsim.slr._init import INITIALISATIONS, initial_overlaps
-from flowsim.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
-from flowsim.slr._problem import Problem
-from flowsim.slr._risk import oracle_risk, population_risk
-from flowsim.slr._sgd import ENGINES, MODES, SGDRun, run_sgd, vectors_with_overlaps
-from flowsim.slr._verify import (
+from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
+from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
+from flowsim.tasks.slr._problem import Problem
+from flowsim.tasks.slr._risk import oracle_risk, population_risk
+from flowsim.tasks.slr._sgd import ENGINES, MODES, SGDRun, run_sgd, vectors_with_overlaps
+from flowsim.tasks.slr._verify import (
     Setting,
     VerifyReport,
     VerifyRow,

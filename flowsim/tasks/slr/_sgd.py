@@ -6,7 +6,7 @@ gradient at the current iterate of the mini-batch squared loss (online), of the
 loss on the batch drawn from the fixed dataset (dataset), or of the exact
 population risk through the overlaps (population). Engine "Rd" keeps k, v and the
 samples in R^d; engine "overlaps" runs online SGD as the exact Markov chain on the five
-overlaps (`flowsim.slr._overlap_sgd`). Seeds run in parallel (vmap), steps in `lax.scan`,
+overlaps (`flowsim.tasks.slr._overlap_sgd`). Seeds run in parallel (vmap), steps in `lax.scan`,
 logging inside the scan; the closed-form risk of the logged overlaps is evaluated after it.
 """
 
@@ -18,15 +18,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from flowsim._generated import slr as generated
+from flowsim.tasks.slr import _generated as generated
 from flowsim.integrate import evaluate, traced
 from flowsim.schedules import Constant
-from flowsim.slr._data import GroundTruth, _check_count, _check_positive, _ground_truth, _sample, predict
-from flowsim.slr._dynamics import _risk_along
-from flowsim.slr._init import initial_overlaps
-from flowsim.slr._overlap_sgd import draw_step_noise, sgd_step
-from flowsim.slr._overlaps import check_overlaps, overlaps
-from flowsim.slr._problem import Problem
+from flowsim.tasks.slr._data import GroundTruth, _check_count, _check_positive, _ground_truth, _sample, predict
+from flowsim.tasks.slr._dynamics import _risk_along
+from flowsim.tasks.slr._init import initial_overlaps
+from flowsim.tasks.slr._overlap_sgd import draw_step_noise, sgd_step
+from flowsim.tasks.slr._overlaps import check_overlaps, overlaps
+from flowsim.tasks.slr._problem import Problem
 
 __all__ = ["ENGINES", "MODES", "SGDRun", "run_sgd", "vectors_with_overlaps"]
 
@@ -203,7 +203,7 @@ def run_sgd(
     - `n_test`: held-out samples for the test risk of mode "dataset".
     - `dtype`: "float64" (default) or "float32" for the vectors and the data.
     - `engine`: "Rd" (vectors and samples in R^d) or "overlaps": online SGD as the exact Markov
-      chain on the five overlaps, at a cost per step independent of d (`flowsim.slr._overlap_sgd`;
+      chain on the five overlaps, at a cost per step independent of d (`flowsim.tasks.slr._overlap_sgd`;
       mode "online", float64 and d >= 5 only). Its runs have the law of the R^d engine's, not its
       sample paths: seed i draws its initialisation and mini-batches from its own key.
 

@@ -1,0 +1,1 @@
+"""The tasks flowsim simulates, each a package of its own."""
