@@ -94,7 +94,7 @@ def cost_row(d, L, batch, seeds, steps, args):
 
     def sgd():
         run = slr.run_sgd(problem, key, lr=args.lr, steps=steps, batch=batch, seeds=seeds, log_every=steps)
-        assert not run.diverged
+        assert not run.failures(), run.failures()
 
     def draw():
         jax.block_until_ready(_draw_only(traced(problem), jax.random.split(key, seeds), steps, batch))
@@ -121,8 +121,8 @@ def paper_row(args):
     p = PAPER
     steps = args.paper_steps
     log_every = math.gcd(p["log_every"], steps)
-    problem = slr.Problem(p["d"], p["L"], p["lam0"], math.sqrt(0.5), p["eps"])
-    schedule = InverseTimeDecay(p["lam0"], p["rate"], p["lr"])
+    lam = InverseTimeDecay(p["lam0"], p["rate"], p["lr"])  # the schedule is part of the problem
+    problem = slr.Problem(p["d"], p["L"], lam, math.sqrt(0.5), p["eps"])
 
     def sgd():
         slr.run_sgd(
@@ -132,7 +132,6 @@ def paper_row(args):
             steps=steps,
             batch=p["batch"],
             seeds=p["seeds"],
-            schedule=schedule,
             log_every=log_every,
         )
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import sympy as sp
 from sympy.printing.numpy import JaxPrinter
 
-from derivations.lemmas import HeldExp, merged_terms
+from .lemmas import HeldExp, merged_terms
 
 __all__ = ["GeneratedFunction", "latex_equation", "render_module", "tidy"]
 

@@ -13,23 +13,40 @@ the overlaps fix. Then, from any risk R(kappa, nu, theta, eta, rho):
   k' = (k + alpha dk/dt) / |k + alpha dk/dt| (same for v), is exact on the overlaps:
   the new overlaps are inner products of the new vectors.
 
-Nothing here depends on the task: it takes the risk as an expression.
+The five overlaps are the same for every task whose parameters are a key k and a value v
+on the sphere, compared with targets k* and v* (single-location regression and its
+softmax, linear and softplus attention variants), so they are defined here and the task
+files import them. Nothing here depends on the task: it takes the risk as an expression.
 """
 
 import sympy as sp
 
-from derivations.slr import OVERLAPS, eta, kappa, nu, rho, theta
+from .codegen import latex_equation, tidy
 
 __all__ = [
+    "ALPHA",
     "MANIFOLD",
+    "OVERLAPS",
+    "check_manifold_invariant",
+    "eta",
     "flow",
+    "flow_markdown",
     "gram",
     "invariance_of_manifold",
     "jacobian",
+    "kappa",
+    "nu",
     "pgd_map",
     "restrict_to_manifold",
+    "rho",
     "tangent_velocities",
+    "theta",
 ]
+
+#: The overlaps <k,k*>, <v,v*>, <v,k*>, <k,v*>, <k,v> (docs/science.md section 3), in this order.
+kappa, nu, theta, eta, rho = OVERLAPS = sp.symbols("kappa nu theta eta rho", real=True)
+#: The step size of projected gradient descent (`pgd_map`).
+ALPHA = sp.Symbol("alpha", positive=True)
 
 #: M = {theta = eta = rho = 0}, as a substitution.
 MANIFOLD = {theta: 0, eta: 0, rho: 0}
@@ -113,3 +130,68 @@ def invariance_of_manifold(risk: sp.Expr, field: tuple[sp.Expr, ...]) -> dict[st
     checks = {f"dR/d{m}": sp.diff(risk, m) for m in (theta, eta, rho)}
     checks |= {f"d{m}/dt": field[i] for i, m in ((2, theta), (3, eta), (4, rho))}
     return {name: sp.simplify(expr.subs(MANIFOLD)) for name, expr in checks.items()}
+
+
+def check_manifold_invariant(risk: sp.Expr) -> None:
+    """Raise RuntimeError unless every quantity of `invariance_of_manifold` simplifies to zero on M."""
+    nonzero = {k: v for k, v in invariance_of_manifold(risk, flow(risk)).items() if v != 0}
+    if nonzero:
+        raise RuntimeError(f"M is not invariant under the derived flow: {nonzero}")
+
+
+def flow_markdown(risk: sp.Expr, symbol_names: dict) -> list[str]:
+    """The Markdown section "Projected gradient flow on the overlaps", for docs/equations.md.
+
+    The flow for any risk R (in its partial derivatives), the flow of `risk` on M with the
+    table proving M invariant, and the exact PGD map for any risk R.
+
+    **Arguments:**
+
+    - `risk`: the task's risk in the overlaps.
+    - `symbol_names`: LaTeX names of its symbols, as in `sp.latex`.
+
+    **Returns:** the section's lines, starting with a blank line.
+    """
+    symbol_names = {ALPHA: r"\alpha", **symbol_names}
+    generic = sp.Function("R")(*OVERLAPS)
+    partials = {sp.Derivative(generic, m): sp.Symbol(f"R_{{{sp.latex(m)}}}") for m in OVERLAPS}
+
+    def in_partials(expr):
+        return sp.expand(expr.subs(partials))
+
+    names = [sp.latex(m) for m in OVERLAPS]
+    lines = [
+        "",
+        "## Projected gradient flow on the overlaps",
+        "",
+        "With $\\nabla_k R = R_\\kappa k^* + R_\\eta v^* + R_\\rho v$ and",
+        "$\\nabla_v R = R_\\nu v^* + R_\\theta k^* + R_\\rho k$, the flow",
+        "$\\dot k = -(I - kk^\\top)\\nabla_k R$, $\\dot v = -(I - vv^\\top)\\nabla_v R$ reads,",
+        "for any risk $R$ (subscripts are partial derivatives):",
+        "",
+    ]
+    for name, component in zip(names, flow(generic), strict=True):
+        lines.append(latex_equation(rf"\dot{{{name}}}", in_partials(component), symbol_names))
+    field = flow(risk)
+    lines += ["### On the invariant manifold M = {θ = η = ρ = 0}", ""]
+    for name, component in zip(names[:2], restrict_to_manifold(field), strict=True):
+        lines.append(latex_equation(rf"\dot{{{name}}}", tidy(component), symbol_names))
+    lines += [
+        "**M is invariant.** Restricted to M, SymPy simplifies each of these to zero:",
+        "",
+        "| quantity on M | value |",
+        "|---|---|",
+    ]
+    lines += [f"| {name} | {value} |" for name, value in invariance_of_manifold(risk, field).items()]
+    lines += [
+        "",
+        "### Exact projected gradient descent on the overlaps",
+        "",
+        "One step $k' = (k + \\alpha \\dot k)/\\lVert\\cdot\\rVert$,",
+        "$v' = (v + \\alpha\\dot v)/\\lVert\\cdot\\rVert$ (gradients at the current point)",
+        "maps the overlaps to:",
+        "",
+    ]
+    for name, component in zip(names, pgd_map(generic, ALPHA), strict=True):
+        lines.append(latex_equation(f"{name}'", in_partials(component), symbol_names))
+    return lines

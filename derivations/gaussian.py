@@ -20,7 +20,7 @@ from functools import cache
 
 import sympy as sp
 
-from derivations.lemmas import ErfDerivative, mean_erf_derivative, mean_erf_pair
+from .lemmas import ErfDerivative, mean_erf_derivative, mean_erf_pair
 
 __all__ = ["GaussianBlock", "expectation"]
 

@@ -7,9 +7,7 @@ ended. Failed trajectories keep the values computed before the failure; later
 saved times hold NaN, never a number that was not computed.
 """
 
-import enum
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import diffrax
 import equinox as eqx
@@ -18,7 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-__all__ = ["Failure", "Status", "Trajectories", "evaluate", "integrate", "traced"]
+from flowsim import _status
+from flowsim._status import Failure, Status
+from flowsim._task import check_states
+
+__all__ = ["Failure", "Status", "Trajectories", "evaluate", "integrate", "solve_flow", "traced"]
 
 #: Default tolerances of the PID controller. The flows are smooth and trajectories
 #: are compared to 1e-7 (scipy) and near fixed points to 1e-10, so the solves are
@@ -49,33 +51,6 @@ def evaluate(function: Callable, *arguments):
     return _evaluate(function, traced(arguments))
 
 
-class Status(enum.IntEnum):
-    """How the solve of one trajectory ended."""
-
-    SUCCESS = 0  #: reached the last time
-    STEADY_STATE = 1  #: stopped early at a steady state; later times hold the final state
-    MAX_STEPS = 2  #: ran out of solver steps
-    SOLVER_FAILURE = 3  #: the solver failed (step size underflow, non-finite values, ...)
-    INVALID_INITIAL_CONDITION = 4  #: rejected before solving
-
-    @property
-    def ok(self) -> bool:
-        return self in (Status.SUCCESS, Status.STEADY_STATE)
-
-
-@dataclass(frozen=True)
-class Failure:
-    """One failed trajectory: its index in the batch, the time it reached and why it failed."""
-
-    index: int
-    time: float
-    status: Status
-    reason: str
-
-    def __str__(self) -> str:
-        return f"trajectory {self.index} failed at t = {self.time:.6g}: {self.status.name}: {self.reason}"
-
-
 class Trajectories(eqx.Module):
     """A batch of solved trajectories.
 
@@ -103,23 +78,15 @@ class Trajectories(eqx.Module):
     @property
     def ok(self) -> Bool[Array, " batch"]:
         """Which trajectories were solved to the end (or to a steady state)."""
-        return (self.status == Status.SUCCESS) | (self.status == Status.STEADY_STATE)
+        return jnp.asarray(_status.ok(self.status))
 
     def failures(self) -> list[Failure]:
         """Every failed trajectory, with where and why it failed."""
-        status, t_final = np.asarray(self.status), np.asarray(self.t_final)
-        return [
-            Failure(int(i), float(t_final[i]), Status(int(status[i])), self.reasons.get(int(i), ""))
-            for i in np.flatnonzero(~np.asarray(self.ok))
-        ]
+        return _status.failures(self.status, self.t_final, self.reasons)
 
 
-_DIFFRAX_REASONS = {
-    int(diffrax.RESULTS.max_steps_reached._value): (Status.MAX_STEPS, "the maximum number of steps"),
-    int(diffrax.RESULTS.dt_min_reached._value): (Status.SOLVER_FAILURE, "the step size fell to its minimum"),
-}
-_SUCCESS = int(diffrax.RESULTS.successful._value)
-_EVENT = int(diffrax.RESULTS.event_occurred._value)
+#: Why a solve failed, by the code `_solve` returns (0: it did not).
+_REASONS = (None, None, "the maximum number of steps", "the step size fell to its minimum", "the solver failed")
 
 
 def integrate(
@@ -166,7 +133,7 @@ def integrate(
     # Invalid rows are solved from a harmless copy of a valid row (static shapes), then masked.
     safe_y0 = jnp.where(valid[:, None], y0, y0[int(np.argmax(valid))] if valid.any() else 0.0)
     args = traced(args)
-    ys, y_final, t_final, code, num_steps = _solve(
+    ys, y_final, t_final, status, why, num_steps = _solve(
         field,
         safe_y0,
         ts,
@@ -177,15 +144,10 @@ def integrate(
         steady_state_tol,
         diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(),
     )
-    code, t_final = np.asarray(code), np.array(t_final)
-    status = np.full(code.shape, int(Status.SOLVER_FAILURE))
-    status[code == _SUCCESS] = Status.SUCCESS
-    status[code == _EVENT] = Status.STEADY_STATE
+    status, why, t_final = np.array(status), np.asarray(why), np.array(t_final)
     reasons = {}
-    for i in np.flatnonzero((code != _SUCCESS) & (code != _EVENT)):
-        unknown = (Status.SOLVER_FAILURE, f"diffrax result code {code[i]}")
-        status[i], reason = _DIFFRAX_REASONS.get(int(code[i]), unknown)
-        reasons[int(i)] = f"{reason} (max_steps = {max_steps})" if status[i] == Status.MAX_STEPS else reason
+    for i in np.flatnonzero(why > 0):
+        reasons[int(i)] = _REASONS[why[i]] + (f" (max_steps = {max_steps})" if status[i] == Status.MAX_STEPS else "")
     finite = np.isfinite(np.asarray(y_final)).all(axis=-1)
     for i in np.flatnonzero(~finite & (status == Status.SUCCESS)):
         status[i], reasons[int(i)] = Status.SOLVER_FAILURE, "the state became non-finite"
@@ -241,6 +203,51 @@ def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol,
             progress_meter=progress_meter,
         )
         saved, final = solution.ys
-        return saved, final[0], solution.ts[1][0], solution.result._value, solution.stats["num_steps"]
+        result = solution.result
+        # (status, index into _REASONS): diffrax's outcomes in flowsim's one enumeration.
+        status, why = jnp.select(
+            [
+                result == diffrax.RESULTS.successful,
+                result == diffrax.RESULTS.event_occurred,
+                result == diffrax.RESULTS.max_steps_reached,
+                result == diffrax.RESULTS.dt_min_reached,
+            ],
+            [
+                jnp.array([Status.SUCCESS, 0]),
+                jnp.array([Status.STEADY_STATE, 0]),
+                jnp.array([Status.MAX_STEPS, 2]),
+                jnp.array([Status.SOLVER_FAILURE, 3]),
+            ],
+            jnp.array([Status.SOLVER_FAILURE, 4]),
+        )
+        return saved, final[0], solution.ts[1][0], status, why, solution.stats["num_steps"]
 
     return jax.vmap(one)(y0)
+
+
+def _task_field(t, y, task):
+    return task.vector_field(t, y)
+
+
+def _task_risk(t, y, task):
+    return task.risk(t, y)
+
+
+def solve_flow(task, y0, ts, **options) -> Trajectories:
+    """Integrate the gradient flow of a task from a batch of initial states.
+
+    **Arguments:**
+
+    - `task`: an `AbstractTask` (its scheduled parameter may hold a schedule of t).
+    - `y0`: initial states, shape (n,) or (batch, n). Rows that are not states of the task
+      (`task.unrealizable`) are reported, not solved.
+    - `ts`: increasing times at which to save; the flow starts at ts[0].
+    - `options`: passed to `integrate` (solver, rtol, atol, max_steps (default:
+      `task.flow_max_steps()`), steady_state_tol, progress).
+
+    **Returns:** a `Trajectories` with the risk along the way in `observed` and a status per
+    trajectory (see `failures()`).
+    """
+    y0, valid, reasons = check_states(task, y0)
+    options.setdefault("max_steps", task.flow_max_steps())
+    return integrate(_task_field, y0, ts, task, observe=_task_risk, valid=valid, invalid_reasons=reasons, **options)

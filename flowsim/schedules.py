@@ -1,28 +1,68 @@
-"""Schedules of the inverse temperature lam as functions of the flow time t."""
+"""Schedules: a parameter of a task (the inverse temperature lam) as a function of the flow time t.
+
+A schedule takes the place of one named parameter of a task (`AbstractTask.scheduled`), held in
+the task itself: `slr.Problem(d, L, lam=InverseTimeDecay(1.0, 1e-4, 4e-3))`. Nothing else
+carries it, so the flow, the map, SGD and their comparison all see the same values.
+"""
+
+import abc
 
 import equinox as eqx
 import jax.numpy as jnp
 
-__all__ = ["Constant", "InverseTimeDecay"]
+from flowsim._checks import NON_NEGATIVE, POSITIVE
+
+__all__ = ["AbstractSchedule", "Constant", "InverseTimeDecay"]
 
 
-class Constant(eqx.Module):
-    """lam(t) = lam."""
+class AbstractSchedule(eqx.Module):
+    """A parameter as a function of the flow time t."""
 
-    lam: float
+    @abc.abstractmethod
+    def __call__(self, t):
+        """The value at flow time t (broadcast over arrays of t)."""
+
+    @abc.abstractmethod
+    def at_step(self, step):
+        """The value at a step of the discrete algorithm."""
+
+    @property
+    @abc.abstractmethod
+    def initial(self) -> float:
+        """The value at t = 0."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """A short formula, e.g. "1/(1 + 0.0001 step)"."""
+
+
+class Constant(AbstractSchedule):
+    """value(t) = value."""
+
+    value: float
 
     def __call__(self, t):
-        return jnp.asarray(self.lam, dtype=float)
+        return jnp.full(jnp.shape(t), self.value, dtype=float)
+
+    def at_step(self, step):
+        return self(step)
+
+    @property
+    def initial(self) -> float:
+        return self.value
+
+    def describe(self) -> str:
+        return f"{float(self.value):g}"
 
 
-class InverseTimeDecay(eqx.Module):
+class InverseTimeDecay(AbstractSchedule):
     """The paper's per-step schedule lam0 / (1 + rate * step), on the clock t = step_size * step.
 
     **Arguments:**
 
-    - `lam0`: lam at t = 0.
-    - `rate`: the decay per step (the paper uses 1e-4).
-    - `step_size`: the step alpha that maps steps to flow time.
+    - `lam0`: the value at t = 0 (> 0).
+    - `rate`: the decay per step (>= 0; the paper uses 1e-4; 0 keeps the value fixed).
+    - `step_size`: the step alpha that maps steps to flow time (> 0).
     """
 
     lam0: float
@@ -30,16 +70,21 @@ class InverseTimeDecay(eqx.Module):
     step_size: float
 
     def __check_init__(self):
-        for name in ("lam0", "step_size"):
-            value = getattr(self, name)
-            if isinstance(value, int | float) and not value > 0:
-                raise ValueError(f"InverseTimeDecay.{name} must be > 0, got {value!r}")
-        if isinstance(self.rate, int | float) and not self.rate >= 0:
-            raise ValueError(f"InverseTimeDecay.rate must be >= 0, got {self.rate!r}")
+        POSITIVE.check("InverseTimeDecay.lam0", self.lam0)
+        NON_NEGATIVE.check("InverseTimeDecay.rate", self.rate)
+        POSITIVE.check("InverseTimeDecay.step_size", self.step_size)
 
     def __call__(self, t):
-        return self.lam0 / (1 + self.rate * jnp.asarray(t, dtype=float) / self.step_size)
+        return self.at_step(jnp.asarray(t, dtype=float) / self.step_size)
 
     def at_step(self, step):
-        """lam at a step of the discrete algorithm."""
         return self.lam0 / (1 + self.rate * jnp.asarray(step, dtype=float))
+
+    @property
+    def initial(self) -> float:
+        return self.lam0
+
+    def describe(self) -> str:
+        if self.rate == 0:
+            return f"{float(self.lam0):g}"
+        return f"{float(self.lam0):g}/(1 + {float(self.rate):g} step)"

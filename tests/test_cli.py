@@ -186,7 +186,7 @@ def test_demo_writes_every_part(demo):
     np.testing.assert_allclose(_column(rows, "lam"), 2.0 / (1 + 1e-4 * step), rtol=1e-15)
     checks = _table(out / "verify" / "verify.csv")
     assert [row["init"] for row in checks] == ["manifold", "sphere"] * 3
-    assert all(float(row["oracle_share"]) == 1.0 for row in checks if row["init"] == "manifold")
+    assert all(float(row["target_share"]) == 1.0 for row in checks if row["init"] == "manifold")
 
 
 def test_demo_prints_the_risks_the_portrait_the_comparison_and_the_check(demo):
@@ -227,13 +227,13 @@ def test_verify_exits_1_when_the_claim_fails(tmp_path, capsys):
     status, stdout, stderr = _run(capsys, arguments)
     assert status == 1
     assert "FAILS" in stdout and "lam = 0.1" in stdout and "lam = 0.9" in stdout
-    assert stderr.strip() == "flowsim verify: the claim failed: not almost every start on M converged to +-(k*, v*)"
+    assert stderr.strip() == "flowsim verify: the claim failed: not almost every start on M converges to +-(k*, v*)"
     _assert_files(tmp_path, ["verify.csv", "verify_attractors.csv"])
     record = _assert_record(tmp_path, "verify", d=D, L=L, n=N, t_max=0.5, saves=SAVES, min_share=0.99)
     assert record["status"] == "ok" and record["summary"] == {"claim_holds": False}
     rows = _table(tmp_path / "verify.csv")
     assert [(row["setting"], row["init"]) for row in rows[:2]] == [("lam = 0.1", "manifold"), ("lam = 0.1", "sphere")]
-    assert all(row["n"] == str(N) for row in rows) and float(rows[0]["oracle_share"]) < 0.99
+    assert all(row["n"] == str(N) for row in rows) and float(rows[0]["target_share"]) < 0.99
 
 
 def test_compare_writes_deviations_that_match_its_trajectories(tmp_path, capsys):

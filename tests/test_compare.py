@@ -77,7 +77,7 @@ def test_online_sgd_tracks_the_flow_better_at_a_smaller_step(lr_sweep):
     assert fine.max_risk_deviation <= 0.1
     # lr / 4 at fixed lr * steps: the deviation drops by 2 (fluctuations) to 4 (bias), for every seed.
     assert lr_sweep.deviation[1] <= lr_sweep.deviation[0] / 1.8
-    assert np.all(fine.overlap_deviation < coarse.overlap_deviation)
+    assert np.all(fine.state_deviation < coarse.state_deviation)
     assert 0.4 <= lr_sweep.slope <= 1.2
     # Both head for the sink: nu near 1 and kappa still creeping up at t = 5.12.
     assert fine.same_attractor.all() and coarse.same_attractor.all()
@@ -115,7 +115,7 @@ def test_full_batch_gd_approaches_population_gd_as_n_grows(seed_key):
         n_test=16,
     )
     assert sweep.deviation[1] <= sweep.deviation[0] / 4
-    assert np.all(sweep.comparisons[1].overlap_deviation < sweep.comparisons[0].overlap_deviation)
+    assert np.all(sweep.comparisons[1].state_deviation < sweep.comparisons[0].state_deviation)
     assert -0.8 <= sweep.slope <= -0.35
     assert sweep.deviation[1] <= 0.08
     assert sweep.comparisons[1].same_attractor.all()

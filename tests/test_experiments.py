@@ -64,8 +64,8 @@ def test_quick_reproduction_on_M_converges_with_matched_signs(quick_on_m):
     assert result.seeds == 30 and result.engine == "overlaps"
     s = result.summary
     assert s.reached + s.approaching == s.seeds == 30
-    assert s.others == [] and s.unassigned == 0 and s.diverged == 0 and s.oracle_share == 1.0
-    final = result.overlaps[:, -1]
+    assert s.others == [] and s.unassigned == 0 and s.diverged == 0 and s.target_share == 1.0
+    final = result.ys[:, -1]
     kappa, nu = final[:, 0], final[:, 1]
     assert np.all(np.sign(kappa) == np.sign(nu))
     assert np.all(np.abs(nu) >= 1 - 1e-6) and np.all(np.abs(kappa) > 0.6)
@@ -73,10 +73,10 @@ def test_quick_reproduction_on_M_converges_with_matched_signs(quick_on_m):
     # Both signs occur among 30 starts: the convergence is to +-(k*, v*), not to one of them.
     assert 0 < np.sum(kappa > 0) < 30
     # |kappa| still rises over the last tenth of the run.
-    assert np.all(np.abs(kappa) > np.abs(result.overlaps[:, -20, 0]))
+    assert np.all(np.abs(kappa) > np.abs(result.ys[:, -20, 0]))
     # The excess risk approaches the oracle's from above.
-    assert np.all(result.excess_risk[:, -1] >= s.oracle_excess - 1e-12)
-    assert s.final_excess - s.oracle_excess < 5e-3
+    assert np.all(result.excess_risk[:, -1] >= s.target_excess - 1e-12)
+    assert s.final_excess - s.target_excess < 5e-3
 
     # Five more quick lengths of the same map (same compiled function): each seed reaches its sign.
     m = np.asarray(final)
@@ -122,14 +122,14 @@ def test_the_Rd_engine_agrees_with_the_overlap_map(key, index):
     options = dict(seeds=4, scale=400 / experiment.steps, log_points=20, tol=10.0)
     rd = slr.run_experiment(experiment, key, engine="Rd", **options)
     assert rd.engine == "Rd" and int(rd.steps[-1]) == 400 and len(rd.steps) == 21
-    m0 = rd.overlaps[:, 0]
+    m0 = rd.ys[:, 0]
     assert np.max(np.abs(m0[:, 2:])) > 1e-3  # sphere starts: all five overlaps move
     mapped = slr.run_experiment(experiment, key, m0=m0, **options)
     assert mapped.engine == "overlaps"
     np.testing.assert_array_equal(mapped.steps, rd.steps)
-    assert np.max(np.abs(mapped.overlaps - rd.overlaps)) <= 1e-10
+    assert np.max(np.abs(mapped.ys - rd.ys)) <= 1e-10
     assert np.max(np.abs(mapped.excess_risk - rd.excess_risk)) <= 1e-10
-    assert np.max(np.abs(rd.overlaps[:, -1] - m0)) > 1e-2  # and they did move
+    assert np.max(np.abs(rd.ys[:, -1] - m0)) > 1e-2  # and they did move
     np.testing.assert_allclose(rd.lam, experiment.lam / (1 + experiment.decay * rd.steps), rtol=1e-15)
 
 
@@ -144,17 +144,17 @@ def test_sgd_run_carries_the_flow_from_each_seeds_start(short_sgd):
     result = short_sgd
     assert result.engine == "overlaps" and int(result.steps[-1]) == 400
     np.testing.assert_allclose(result.times, 1e-3 * result.steps)
-    ode = result.ode_overlaps
-    assert ode.shape == result.overlaps.shape == (3, 21, 5)
-    np.testing.assert_allclose(ode[:, 0], result.overlaps[:, 0], atol=1e-12)
+    ode = result.ode_ys
+    assert ode.shape == result.ys.shape == (3, 21, 5)
+    np.testing.assert_allclose(ode[:, 0], result.ys[:, 0], atol=1e-12)
     # The flow from those starts, on the clock t = alpha * step, with lam = 2 / (1 + 1e-4 step).
-    flow = slr.solve_flow(SGD.problem, result.overlaps[:, 0], result.times, schedule=SGD.schedule, max_steps=1_000_000)
+    flow = slr.solve_flow(SGD.problem, result.ys[:, 0], result.times, schedule=SGD.schedule, max_steps=1_000_000)
     np.testing.assert_allclose(ode, np.asarray(flow.ys), atol=1e-9)
     np.testing.assert_allclose(result.ode_excess_risk, np.asarray(flow.observed) - 0.01, atol=1e-9)
     # The excess risk is R - eps^2 of the SGD iterates; the oracle's at each logged lam.
     oracle = [float(slr.oracle_risk(slr.Problem(80, 10, lam, eps=0.1))) - 0.01 for lam in result.lam[[0, -1]]]
-    np.testing.assert_allclose(result.oracle_excess[[0, -1]], oracle, rtol=1e-12)
-    assert result.summary.oracle_excess == pytest.approx(oracle[-1], rel=1e-12)
+    np.testing.assert_allclose(result.target_excess[[0, -1]], oracle, rtol=1e-12)
+    assert result.summary.target_excess == pytest.approx(oracle[-1], rel=1e-12)
 
 
 def test_sgd_figure_overlays_the_flow_dashed(short_sgd, tmp_path):
@@ -181,7 +181,7 @@ def test_summary_table_rows(quick_on_m, short_sgd):
     assert lines[0].split()[:4] == ["experiment", "steps", "seeds", "reached"]
     row = lines[1].split()
     assert row[:6] == ["init_manifold", "6000", "30", "0%", "80%", "20%"]
-    assert float(row[-1]) == pytest.approx(on_m.summary.oracle_excess, rel=1e-4)
+    assert float(row[-1]) == pytest.approx(on_m.summary.target_excess, rel=1e-4)
     assert float(row[-2]) == pytest.approx(on_m.summary.final_excess, rel=1e-4)
     assert lines[2].strip().startswith("other attractor (+0.000, +0.000, +0.630, +1.000, +0.000) sink: share 20%")
     assert lines[3].split()[:4] == ["sgd_sphere_schedule", "400", "3", "100%"]

@@ -4,6 +4,7 @@ import jax
 import numpy as np
 import pytest
 
+import flowsim
 from flowsim import slr
 from flowsim.fixedpoints import classify
 
@@ -60,19 +61,19 @@ def test_attractors_group_end_points_with_symmetry():
     problem = slr.Problem(400, 10, 0.1)
     finals = np.array([[1, 1, 0, 0, 0], [-1, -1, 0, 0, 0], [0.5, 0.2, 0.1, 0.0, 0.0]], dtype=float)
     found, labels = slr.attractors(problem, finals)
-    assert len(found) == 1 and found[0].is_oracle and found[0].count == 2
+    assert len(found) == 1 and found[0].is_target and found[0].count == 2
     assert list(labels) == [0, 0, -1]  # the last point is not near a fixed point
 
 
 def test_verify_convergence_on_a_small_problem():
     """d = 60: every start on M converges; from the sphere at small lam a share ends at another attractor."""
-    settings = [slr.Setting("small lam", slr.Problem(60, 5, 0.2))]
+    settings = [flowsim.Setting("small lam", slr.Problem(60, 5, 0.2))]
     report = slr.verify_convergence(settings, key=jax.random.key(1), n=12, t_max=600.0, n_saves=61)
     on_m, sphere = report.rows
     assert report.claim_holds
     assert on_m.converged == on_m.n and np.isfinite(on_m.median_time) and on_m.failed == 0
     assert sphere.converged + sphere.slow + sum(a.count for a in sphere.others) + sphere.unassigned == sphere.n
     for attractor in sphere.others:
-        assert attractor.risk > float(slr.oracle_risk(settings[0].problem))
-    text = slr.format_report(report)
+        assert attractor.risk > float(slr.oracle_risk(settings[0].task))
+    text = flowsim.format_report(report)
     assert "HOLDS" in text and "small lam" in text

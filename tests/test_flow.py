@@ -16,7 +16,7 @@ from scipy import stats
 
 from flowsim import schedules, slr
 from flowsim.tasks.slr import _generated as generated
-from flowsim.integrate import Status
+from flowsim import Status
 from tests.reference import random_realizable_overlaps
 
 #: Parameter sets of the R^d comparisons: L, lam, gamma and eps vary, d = 7 and d = 40 (d and L are
@@ -260,7 +260,7 @@ def test_solve_flow_agrees_with_scipy(constant_solve):
     stiff (Jacobian eigenvalues up to ~70), which bounds DOP853's step, so one system costs the
     field calls of one trajectory."""
     schedule = schedules.InverseTimeDecay(lam0=1.0, rate=1e-4, step_size=4e-3)
-    scheduled = slr.solve_flow(PROBLEM, M0, TS, schedule=schedule)
+    scheduled = slr.solve_flow(PROBLEM.with_schedule(schedule), M0, TS)
     assert (np.asarray(constant_solve.status) == Status.SUCCESS).all()
     assert (np.asarray(scheduled.status) == Status.SUCCESS).all()
     ours = np.concatenate([np.asarray(constant_solve.ys), np.asarray(scheduled.ys)])
@@ -327,7 +327,7 @@ def test_invalid_initial_condition_is_reported(constant_solve):
     (failure,) = solution.failures()
     assert failure.index == 1 and failure.status == Status.INVALID_INITIAL_CONDITION
     assert failure.time == TS[0]
-    assert "m0[1]" in failure.reason and "not realizable" in failure.reason
+    assert "y0[1]" in failure.reason and "not realizable" in failure.reason
     assert np.isnan(np.asarray(solution.ys[1])).all()
     assert np.isnan(np.asarray(solution.y_final[1])).all()
     assert np.isnan(np.asarray(solution.observed[1])).all()
@@ -365,7 +365,7 @@ def test_steady_state_stop(constant_solve):
 
 def test_bad_inputs_are_rejected():
     """ValueError before any solve or compilation: alpha <= 0 or NaN, steps < 1, log_every not
-    dividing steps, an unrealizable m0 for iterate_map; a wrong m0 shape for solve_flow."""
+    dividing steps, an unrealizable y0 for iterate_map; a wrong y0 shape for solve_flow."""
     good = M0[0]
     for alpha in (0.0, -0.1, float("nan")):
         with pytest.raises(ValueError, match="alpha"):
@@ -378,10 +378,10 @@ def test_bad_inputs_are_rejected():
     with pytest.raises(ValueError, match="not realizable"):
         slr.iterate_map(PROBLEM, [good, [0.9, 0.0, 0.0, 0.9, 0.0]], 0.01, 10)
     for shape in ((4,), (3, 4), (2, 3, 5), ()):
-        with pytest.raises(ValueError, match="m0 must have shape"):
+        with pytest.raises(ValueError, match="y0 must have shape"):
             slr.solve_flow(PROBLEM, np.zeros(shape), TS)
-    with pytest.raises(ValueError, match="m0 must have shape"):
-        slr.solve_flow(PROBLEM, M0, TS, on_manifold=True)
+    with pytest.raises(ValueError, match="y0 must have shape"):
+        slr.solve_flow(PROBLEM.restriction(), M0, TS)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import pytest
 import sympy as sp
 from scipy import integrate, special
 
-from derivations.gaussian import GaussianBlock, expectation
-from derivations.lemmas import (
+from flowsim.derivations.gaussian import GaussianBlock, expectation
+from flowsim.derivations.lemmas import (
     ErfDerivative,
     OwensT,
     Zeta,

@@ -8,9 +8,9 @@ import scipy.stats
 
 from flowsim import slr
 from flowsim.tasks.slr import _generated as generated
-from flowsim.tasks.slr._data import _sample
+from flowsim.tasks.slr._data import _sample, empirical_risk
 from flowsim.tasks.slr._overlap_sgd import frame, renormalised_step, wishart_2x2
-from flowsim.tasks.slr._sgd import _projected_step, _squared_loss
+from flowsim.tasks.slr._sgd import _projected_step
 
 #: A start off M with every overlap non-zero.
 START = np.array([0.3, -0.2, 0.25, 0.1, 0.15])
@@ -33,7 +33,7 @@ def test_renormalised_step_is_the_Rd_step_on_the_same_data(d, L, batch, lr):
     truth = slr.ground_truth(keys[0], d)
     k, v = slr.vectors_with_overlaps(START, truth, keys[1])
     X, y, _ = _sample(problem, truth, keys[2], batch)
-    g_k, g_v = jax.grad(_squared_loss, (0, 1))(k, v, X, y, problem.lam)
+    g_k, g_v = jax.grad(empirical_risk, (2, 3))(X, y, k, v, problem.lam)
     expected = slr.overlaps(_projected_step(k, g_k, lr), _projected_step(v, g_v, lr), truth)
 
     basis = _frame_basis(k, v, truth)
@@ -138,7 +138,7 @@ def test_the_chain_has_the_law_of_online_sgd_in_Rd(both_engines):
     Kolmogorov-Smirnov tests on kappa and nu do not reject at the 1e-3 level (fixed seeds)."""
     compared, runs = both_engines
     for step in compared:
-        a, b = (np.asarray(runs[engine].overlaps[:, step]) for engine in slr.ENGINES)
+        a, b = (np.asarray(runs[engine].ys[:, step]) for engine in slr.ENGINES)
         assert np.isfinite(a).all() and np.isfinite(b).all()
         z_mean, z_sd = _z_scores(a, b)
         assert np.abs(z_mean).max() < 4, (step, z_mean)
@@ -146,7 +146,7 @@ def test_the_chain_has_the_law_of_online_sgd_in_Rd(both_engines):
         for j in (0, 1):
             assert scipy.stats.ks_2samp(a[:, j], b[:, j]).pvalue > 1e-3, (step, j)
     # The runs moved: after the last compared step kappa's law is far from the start.
-    assert abs(np.asarray(runs["overlaps"].overlaps[:, compared[-1], 0]).mean() - START[0]) > 0.05
+    assert abs(np.asarray(runs["overlaps"].ys[:, compared[-1], 0]).mean() - START[0]) > 0.05
 
 
 def test_a_huge_batch_step_averages_to_the_population_map():
@@ -156,7 +156,7 @@ def test_a_huge_batch_step_averages_to_the_population_map():
     run = slr.run_sgd(
         problem, jax.random.key(5), init=START, lr=0.05, steps=1, batch=4000, seeds=400, engine="overlaps"
     )
-    after = np.asarray(run.overlaps[:, 1])
+    after = np.asarray(run.ys[:, 1])
     expected = np.asarray(generated.pgd_map(*START, 80, 3, 0.5, problem.gamma, 0.1, 0.05))
     stderr = after.std(0) / np.sqrt(len(after))
     assert (np.abs(after.mean(0) - expected) < 4 * stderr).all()
@@ -169,8 +169,8 @@ def test_same_key_same_run_and_risk_is_the_closed_form():
         slr.run_sgd(problem, jax.random.key(5), init=START, lr=0.05, steps=1, batch=4000, seeds=400, engine="overlaps")
         for _ in range(2)
     ]
-    np.testing.assert_array_equal(runs[0].overlaps, runs[1].overlaps)
-    expected = slr.population_risk(problem, runs[0].overlaps)
+    np.testing.assert_array_equal(runs[0].ys, runs[1].ys)
+    expected = slr.population_risk(problem, runs[0].ys)
     np.testing.assert_allclose(runs[0].risk, expected, rtol=1e-12)
 
 
@@ -180,8 +180,8 @@ def test_an_overflowing_step_is_a_divergence_not_zero_overlaps():
     run = slr.run_sgd(
         problem, jax.random.key(5), init=START, lr=1e300, steps=1, batch=4000, seeds=400, engine="overlaps"
     )
-    assert run.diverged == dict.fromkeys(range(400), 1)
-    assert np.isnan(np.asarray(run.overlaps[:, 1])).all() and np.isfinite(np.asarray(run.overlaps[:, 0])).all()
+    assert {f.index: f.step for f in run.failures()} == dict.fromkeys(range(400), 1)
+    assert np.isnan(np.asarray(run.ys[:, 1])).all() and np.isfinite(np.asarray(run.ys[:, 0])).all()
 
 
 @pytest.mark.parametrize(

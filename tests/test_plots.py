@@ -19,8 +19,8 @@ from matplotlib.colors import to_rgb
 from matplotlib.contour import ContourSet
 from matplotlib.text import Text
 
-from flowsim import plots, slr
-from flowsim.integrate import Status, Trajectories
+from flowsim import figures, slr
+from flowsim import Status, Trajectories
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -32,20 +32,20 @@ ORACLE = np.array([1.0, 1.0, 0.0, 0.0, 0.0])
 
 @pytest.fixture(scope="module")
 def portrait():
-    fig = plots.phase_portrait(PROBLEM, trajectories=6, key=jax.random.key(2), t_max=200.0, grid=31)
+    fig = figures.phase_portrait(PROBLEM, trajectories=6, key=jax.random.key(2), t_max=200.0, grid=31)
     yield fig
     plt.close(fig)
 
 
 @pytest.fixture(scope="module")
 def sphere_basin():
-    fig = plots.basin_map(PROBLEM, n=N, key=jax.random.key(1), kind="sphere", t_max=T_MAX)
+    fig = figures.basin_map(PROBLEM, n=N, key=jax.random.key(1), kind="sphere", t_max=T_MAX)
     yield fig
     plt.close(fig)
 
 
 def _assert_saved(fig, folder, name):
-    paths = plots.save_figure(fig, folder / "figures" / name)
+    paths = figures.save_figure(fig, folder / "figures" / name)
     assert [path.name for path in paths] == [f"{name}.png", f"{name}.pdf"]
     for path, magic in zip(paths, (b"\x89PNG", b"%PDF"), strict=True):
         content = path.read_bytes()
@@ -89,7 +89,7 @@ def test_phase_portrait_nullclines_and_trajectories(portrait):
     kappa_set, nu_set = [c for c in ax.collections if isinstance(c, ContourSet)]
 
     def field(points):
-        return np.asarray(plots._flow_on_manifold(*points.T, 80.0, 5.0, 0.1, PROBLEM.gamma, 0.0))
+        return np.asarray(figures._flow_on_manifold(*points.T, 80.0, 5.0, 0.1, PROBLEM.gamma, 0.0))
 
     # The kappa-nullcline is the curve nu = erf(c kappa) across the square: d kappa/dt vanishes on it.
     kappa_points = np.concatenate(kappa_set.allsegs[0])
@@ -117,12 +117,12 @@ def test_basin_map_on_sphere_shares_sum_to_one(sphere_basin, tmp_path):
         assert attractor.count == np.sum(labels == j) and attractor.share == attractor.count / N
         assert attractor.kind == "sink"
     assert sum(a.share for a in found) + np.mean(labels == -1) == pytest.approx(1.0, abs=1e-15)
-    assert any(a.is_oracle for a in found)
+    assert any(a.is_target for a in found)
     # Each start is drawn at its initial (kappa, nu) in the colour of the attractor it reached.
     ax = sphere_basin.axes[0]
     (scatter,) = ax.collections
     np.testing.assert_array_equal(scatter.get_offsets(), sphere_basin.flowsim_starts[:, :2])
-    expected = [to_rgb(f"C{label}") if label >= 0 else to_rgb(plots.UNASSIGNED_COLOR) for label in labels]
+    expected = [to_rgb(f"C{label}") if label >= 0 else to_rgb(figures.UNASSIGNED_COLOR) for label in labels]
     np.testing.assert_allclose(scatter.get_facecolors()[:, :3], expected)
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
     assert len(legend) == len(found) + bool(np.any(labels == -1))
@@ -134,9 +134,9 @@ def test_basin_map_on_sphere_shares_sum_to_one(sphere_basin, tmp_path):
 @pytest.mark.parametrize("grid", [False, True])
 def test_basin_map_on_manifold_reaches_the_oracle(grid, portrait, tmp_path):
     """On M every start (off the saddle's stable curve) reaches +-(k*, v*), the sink of the phase portrait."""
-    fig = plots.basin_map(PROBLEM, n=N, key=jax.random.key(3), kind="manifold", t_max=T_MAX, grid=grid)
+    fig = figures.basin_map(PROBLEM, n=N, key=jax.random.key(3), kind="manifold", t_max=T_MAX, grid=grid)
     (oracle,) = fig.flowsim_attractors
-    assert oracle.is_oracle and oracle.share == 1.0 and oracle.kind == "sink"
+    assert oracle.is_target and oracle.share == 1.0 and oracle.kind == "sink"
     np.testing.assert_allclose(oracle.point, ORACLE, atol=1e-9)
     (sink,) = [point for point in portrait.flowsim_fixed_points if tuple(point.point.round()) == (1, 1)]
     assert oracle.risk == pytest.approx(sink.value, rel=1e-12)
@@ -152,9 +152,9 @@ def test_basin_map_on_manifold_reaches_the_oracle(grid, portrait, tmp_path):
 
 def test_basin_map_rejects_bad_arguments():
     with pytest.raises(ValueError, match='kind="manifold"'):
-        plots.basin_map(PROBLEM, n=4, kind="sphere", grid=True)
+        figures.basin_map(PROBLEM, n=4, kind="sphere", grid=True)
     with pytest.raises(ValueError, match="unknown overlap 'zeta'"):
-        plots.basin_map(PROBLEM, n=4, pair=("kappa", "zeta"))
+        figures.basin_map(PROBLEM, n=4, pair=("kappa", "zeta"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def test_basin_map_rejects_bad_arguments():
 
 def test_trajectory_projections_of_a_basin_map(sphere_basin, tmp_path):
     solved = sphere_basin.flowsim_trajectories
-    fig = plots.trajectory_projections(solved, indices=range(5))
+    fig = figures.trajectory_projections(solved, indices=range(5))
     assert len(fig.axes) == 4
     *pairs, distance = fig.axes
     assert distance.get_yscale() == "log" and all(ax.get_yscale() == "linear" for ax in pairs)
@@ -190,7 +190,7 @@ def _handmade_trajectories():
 
 def test_trajectory_projections_skip_failed_parts_and_clip_the_distance():
     fig, axes = plt.subplots(1, 3)
-    out = plots.trajectory_projections(_handmade_trajectories(), pairs=[("kappa", "nu"), ("theta", "rho")], ax=axes)
+    out = figures.trajectory_projections(_handmade_trajectories(), pairs=[("kappa", "nu"), ("theta", "rho")], ax=axes)
     assert out is fig and len(fig.axes) == 3 and axes[-1].get_yscale() == "log"
     on_m, failed = axes[-1].get_lines()
     np.testing.assert_array_equal(on_m.get_ydata(), 1e-16)  # distance 0, clipped for the log axis
@@ -206,16 +206,16 @@ def test_trajectory_projections_reject_bad_arguments():
     solved = _handmade_trajectories()
     on_manifold = dataclasses.replace(solved, ys=solved.ys[..., :2], y_final=solved.y_final[:, :2])
     with pytest.raises(ValueError, match="5-D flow"):
-        plots.trajectory_projections(on_manifold)
+        figures.trajectory_projections(on_manifold)
     with pytest.raises(ValueError, match="3 axes"):
-        plots.trajectory_projections(solved, pairs=[("kappa", "nu"), ("theta", "eta")], ax=[None])
+        figures.trajectory_projections(solved, pairs=[("kappa", "nu"), ("theta", "eta")], ax=[None])
     with pytest.raises(ValueError, match="unknown overlap"):
-        plots.trajectory_projections(solved, pairs=[("kappa", "mu")])
+        figures.trajectory_projections(solved, pairs=[("kappa", "mu")])
 
 
 def test_save_figure_keeps_dots_and_drops_an_image_suffix(tmp_path):
     fig = plt.figure()
-    written = plots.save_figure(fig, tmp_path / "deep" / "basin_lam0.1.png")
+    written = figures.save_figure(fig, tmp_path / "deep" / "basin_lam0.1.png")
     plt.close(fig)
     assert written == [tmp_path / "deep" / "basin_lam0.1.png", tmp_path / "deep" / "basin_lam0.1.pdf"]
     assert all(path.stat().st_size > 0 for path in written)

@@ -49,7 +49,12 @@ DATASET_N = 64
 def _map(m0, schedule=None):
     """The exact overlap map, always compiled with an InverseTimeDecay schedule (one compilation)."""
     schedule = schedule if schedule is not None else schedules.InverseTimeDecay(PROBLEM.lam, 0.0, LR)
-    return slr.iterate_map(PROBLEM, np.asarray(m0), LR, STEPS, schedule=schedule, log_every=LOG_EVERY)
+    return slr.iterate_map(PROBLEM.with_schedule(schedule), np.asarray(m0), LR, STEPS, log_every=LOG_EVERY)
+
+
+def _diverged(run):
+    """{seed: first non-finite step} of the run's failures."""
+    return {failure.index: failure.step for failure in run.failures()}
 
 
 def _distance_from_M(m):
@@ -75,25 +80,25 @@ def test_population_pgd_on_M_is_the_overlap_map_and_stays_on_M(key):
     run = slr.run_sgd(
         PROBLEM, key, init="manifold", lr=LR, steps=STEPS, log_every=LOG_EVERY, seeds=SEEDS, mode="population"
     )
-    assert run.overlaps.shape == (SEEDS, STEPS // LOG_EVERY + 1, 5)
+    assert run.ys.shape == (SEEDS, STEPS // LOG_EVERY + 1, 5)
     np.testing.assert_array_equal(run.steps, np.arange(0, STEPS + 1, LOG_EVERY))
     np.testing.assert_allclose(run.times, LR * run.steps, rtol=1e-15)
-    np.testing.assert_array_equal(run.lam, PROBLEM.lam)
-    assert run.train_risk is None and run.test_risk is None and run.diverged == {}
+    np.testing.assert_array_equal(run.scheduled_values, PROBLEM.lam)
+    assert run.train_risk is None and run.test_risk is None and _diverged(run) == {}
 
-    reference = _map(run.overlaps[:, 0])
-    np.testing.assert_allclose(run.overlaps, reference.ys, rtol=0, atol=1e-10)
+    reference = _map(run.ys[:, 0])
+    np.testing.assert_allclose(run.ys, reference.ys, rtol=0, atol=1e-10)
     np.testing.assert_allclose(run.risk, reference.risk, rtol=0, atol=1e-10)
-    assert _distance_from_M(run.overlaps).max() <= 1e-12
+    assert _distance_from_M(run.ys).max() <= 1e-12
     # The run goes somewhere: the overlaps move by O(1), so agreement is not trivial.
-    assert np.abs(np.asarray(run.overlaps[:, -1] - run.overlaps[:, 0])).max() > 0.1
+    assert np.abs(np.asarray(run.ys[:, -1] - run.ys[:, 0])).max() > 0.1
 
 
 def test_population_pgd_off_M_under_a_schedule_is_the_overlap_map(key):
     """Given initial overlaps (two off M, one on M) and lam = 0.5 / (1 + 1e-3 step): step n uses
     lam(lr n) in both, so the trajectories agree to rounding (observed ~2.5e-15; bound 1e-10)."""
     run = slr.run_sgd(
-        PROBLEM,
+        PROBLEM.with_schedule(SCHEDULE),
         key,
         init=M0,
         lr=LR,
@@ -101,21 +106,20 @@ def test_population_pgd_off_M_under_a_schedule_is_the_overlap_map(key):
         log_every=LOG_EVERY,
         seeds=SEEDS,
         mode="population",
-        schedule=SCHEDULE,
     )
-    np.testing.assert_allclose(run.lam, 0.5 / (1 + 1e-3 * run.steps), rtol=1e-15)
-    reference = _map(run.overlaps[:, 0], SCHEDULE)
-    np.testing.assert_allclose(run.overlaps, reference.ys, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(run.scheduled_values, 0.5 / (1 + 1e-3 * run.steps), rtol=1e-15)
+    reference = _map(run.ys[:, 0], SCHEDULE)
+    np.testing.assert_allclose(run.ys, reference.ys, rtol=0, atol=1e-10)
     np.testing.assert_allclose(run.risk, reference.risk, rtol=0, atol=1e-10)
-    assert _distance_from_M(run.overlaps[2]).max() <= 1e-12
+    assert _distance_from_M(run.ys[2]).max() <= 1e-12
     # Not a trivial agreement: the off-M rows start far from M, and every row moves by O(1) (the
     # off-M rows are attracted to M, near kappa = nu = 1).
-    assert _distance_from_M(run.overlaps[:2, 0]).min() > 0.1
-    assert np.abs(np.asarray(run.overlaps[:, -1] - run.overlaps[:, 0])).max(axis=-1).min() > 0.1
+    assert _distance_from_M(run.ys[:2, 0]).min() > 0.1
+    assert np.abs(np.asarray(run.ys[:, -1] - run.ys[:, 0])).max(axis=-1).min() > 0.1
     # 2. init = overlaps is reproduced at step 0 (vectors_with_overlaps in R^12), as (seeds, 5) or (5,).
-    np.testing.assert_allclose(run.overlaps[:, 0], M0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(run.ys[:, 0], M0, rtol=0, atol=1e-12)
     single = slr.run_sgd(
-        PROBLEM,
+        PROBLEM.with_schedule(SCHEDULE),
         key,
         init=M0[1],
         lr=LR,
@@ -123,9 +127,8 @@ def test_population_pgd_off_M_under_a_schedule_is_the_overlap_map(key):
         log_every=LOG_EVERY,
         seeds=SEEDS,
         mode="population",
-        schedule=SCHEDULE,
     )
-    np.testing.assert_allclose(single.overlaps[:, 0], np.broadcast_to(M0[1], (SEEDS, 5)), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(single.ys[:, 0], np.broadcast_to(M0[1], (SEEDS, 5)), rtol=0, atol=1e-12)
 
 
 def test_M_is_transversally_unstable_at_large_lam():
@@ -235,9 +238,9 @@ def test_online_sgd_matches_numpy_reference(online, key):
     """Float64 online SGD = the NumPy reference on the same samples: same algorithm, different
     arithmetic order, so agreement to rounding (observed ~4e-16 after 20 steps), asserted to 1e-12."""
     reference, _ = _reference(key, **ONLINE)
-    assert online.overlaps.shape == (3, 21, 5) and online.risk.shape == (3, 21)
-    np.testing.assert_allclose(online.overlaps, reference, rtol=0, atol=1e-12)
-    assert online.diverged == {}
+    assert online.ys.shape == (3, 21, 5) and online.risk.shape == (3, 21)
+    np.testing.assert_allclose(online.ys, reference, rtol=0, atol=1e-12)
+    assert _diverged(online) == {}
     assert np.abs(reference[:, -1] - reference[:, 0]).max() > 0.05  # the iterates did move
 
 
@@ -245,11 +248,11 @@ def test_online_sgd_is_deterministic_given_the_key(online, key):
     """Same key: bitwise the same run. Another key, or another seed within the run: different data,
     different hidden directions and initialisations, so O(1) different overlaps."""
     again = slr.run_sgd(PROBLEM, key, **ONLINE)
-    np.testing.assert_array_equal(again.overlaps, online.overlaps)
+    np.testing.assert_array_equal(again.ys, online.ys)
     np.testing.assert_array_equal(again.risk, online.risk)
     other = slr.run_sgd(PROBLEM, jax.random.fold_in(key, 1), **ONLINE)
-    assert np.abs(np.asarray(other.overlaps - online.overlaps)).max() > 0.1
-    m = np.asarray(online.overlaps)
+    assert np.abs(np.asarray(other.ys - online.ys)).max() > 0.1
+    m = np.asarray(online.ys)
     for i, j in ((0, 1), (0, 2), (1, 2)):
         assert np.abs(m[i] - m[j]).max() > 0.1
 
@@ -292,14 +295,14 @@ def test_dataset_full_batch(full_batch, key):
     assert run.train_risk.shape == run.test_risk.shape == run.risk.shape == (ONLINE["seeds"], ONLINE["steps"] + 1)
     assert np.isfinite(run.train_risk).all() and np.isfinite(run.test_risk).all()
     reference, train = _reference(key, **FULL_BATCH)
-    np.testing.assert_allclose(run.overlaps, reference, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(run.ys, reference, rtol=0, atol=1e-12)
     np.testing.assert_allclose(run.train_risk, train, rtol=0, atol=1e-12)
     for i, seed_key in enumerate(jax.random.split(jax.random.fold_in(key, 7), ONLINE["seeds"])):
-        sd = _squared_residual_sd(run.overlaps[i, 0], seed_key)
+        sd = _squared_residual_sd(run.ys[i, 0], seed_key)
         assert abs(run.test_risk[i, 0] - run.risk[i, 0]) < 4 * sd / np.sqrt(n_test)
         assert abs(run.train_risk[i, 0] - run.risk[i, 0]) < 4 * sd / np.sqrt(DATASET_N)
     again = slr.run_sgd(PROBLEM, key, **FULL_BATCH)
-    for a, b in ((again.overlaps, run.overlaps), (again.train_risk, run.train_risk), (again.test_risk, run.test_risk)):
+    for a, b in ((again.ys, run.ys), (again.train_risk, run.train_risk), (again.test_risk, run.test_risk)):
         np.testing.assert_array_equal(a, b)
     assert (run.train_risk[:, -1] < run.train_risk[:, 0]).all()
 
@@ -315,9 +318,9 @@ def test_dataset_mini_batch_epochs_in_float32_stay_close_to_float64(key):
     have computed in float64. A wrong batch order would differ by O(lr) = O(0.05)."""
     run = slr.run_sgd(PROBLEM, key, **MINI_BATCH)
     assert run.train_risk.shape == run.test_risk.shape == (ONLINE["seeds"], ONLINE["steps"] + 1)
-    assert np.isfinite(run.test_risk).all() and run.diverged == {}
+    assert np.isfinite(run.test_risk).all() and _diverged(run) == {}
     reference, train = _reference(key, **{**MINI_BATCH, "dtype": jnp.float32})
-    error = np.abs(np.asarray(run.overlaps) - reference).max()
+    error = np.abs(np.asarray(run.ys) - reference).max()
     assert 1e-9 < error < 1e-4, error
     np.testing.assert_allclose(run.train_risk, train, rtol=1e-4)  # float32 mean of 64 squares: observed 3e-7
     assert (run.train_risk[:, -1] < run.train_risk[:, 0]).all()
@@ -331,9 +334,10 @@ def test_population_pgd_in_float32_stays_close_to_float64(key):
     should follow the float64 one (same initial overlaps, so the same overlap trajectory) to float32
     rounding amplified over 1000 steps; 1e-4 as for the SGD check."""
     options = dict(init=M0, lr=LR, steps=STEPS, log_every=LOG_EVERY, seeds=SEEDS, mode="population")
-    run32 = slr.run_sgd(PROBLEM, key, **options, dtype="float32", schedule=SCHEDULE)
-    run64 = slr.run_sgd(PROBLEM, key, **options, schedule=SCHEDULE)
-    np.testing.assert_allclose(run32.overlaps, run64.overlaps, rtol=0, atol=1e-4)
+    scheduled = PROBLEM.with_schedule(SCHEDULE)
+    run32 = slr.run_sgd(scheduled, key, **options, dtype="float32")
+    run64 = slr.run_sgd(scheduled, key, **options)
+    np.testing.assert_allclose(run32.ys, run64.ys, rtol=0, atol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,12 +359,12 @@ def test_population_pgd_in_float32_stays_close_to_float64(key):
         ({"log_every": 0}, r"log_every must be an integer >= 1, got 0"),
         ({"seeds": 0}, r"seeds must be an integer >= 1, got 0"),
         ({"mode": "sgd"}, r"mode must be one of \('online', 'dataset', 'population'\), got 'sgd'"),
-        ({"init": "gaussian"}, r"init must be one of \('sphere', 'manifold'\) or overlaps"),
+        ({"init": "gaussian"}, r"init must be one of \('sphere', 'manifold'\) or states of shape \(5,\) or \(seeds, 5\)"),
         ({"mode": "dataset"}, r"n must be an integer >= 1, got None"),
         ({"mode": "dataset", "n": 50}, r"batch = 64 must divide the dataset size n = 50"),
         ({"mode": "dataset", "n": 64, "n_test": 0}, r"n_test must be an integer >= 1, got 0"),
-        ({"init": np.zeros((2, 5))}, r"init overlaps must have shape \(5,\) or \(seeds, 5\) = \(3, 5\), got \(2, 5\)"),
-        ({"init": np.zeros(4)}, r"overlaps must have a last axis of size 5"),
+        ({"init": np.zeros((2, 5))}, r"init must have shape \(5,\) or \(seeds, 5\) = \(3, 5\), got \(2, 5\)"),
+        ({"init": np.zeros(4)}, r"init must have shape \(5,\) or \(batch, 5\) \(kappa, nu, theta, eta, rho\)"),
         ({"init": [0.9, 0.0, 0.0, 0.9, 0.0]}, r"is not realizable"),  # kappa^2 + eta^2 > 1
         ({"init": [1.2, 0.0, 0.0, 0.0, 0.0]}, r"has an entry outside \[-1, 1\]"),
         ({"init": [np.nan, 0.0, 0.0, 0.0, 0.0]}, r"has a non-finite entry"),
@@ -382,7 +386,7 @@ def test_init_overlaps_need_d_at_least_4(key):
 
 
 def _first_non_finite(run):
-    bad = ~np.isfinite(np.asarray(run.overlaps)).all(axis=-1)
+    bad = ~np.isfinite(np.asarray(run.ys)).all(axis=-1)
     return {int(i): int(run.steps[np.argmax(bad[i])]) for i in np.flatnonzero(bad.any(axis=-1))}
 
 
@@ -391,23 +395,25 @@ def test_divergence_is_reported_per_seed_and_the_history_kept():
     overflow: once |k - lr g| exceeds ~1.3e154 its norm overflows. With lr = 3e153 that happens
     at random steps (when a batch gives a large gradient): with this key the seeds diverge after
     a few finite steps (steps 2 to 4 on the machine that wrote this test).
-    `diverged` must name exactly the seeds whose logged overlaps turn NaN, at the first such
+    `failures()` must name exactly the seeds whose logged overlaps turn NaN, at the first such
     logged step (log_every = 1); everything before stays finite and is kept, risk included.
     With lr = 1e300 every seed diverges within 2 steps and step 0 is kept."""
     run = slr.run_sgd(PROBLEM, jax.random.key(1), **{**ONLINE, "lr": 3e153})
-    assert run.diverged == _first_non_finite(run)
-    assert run.diverged and min(run.diverged.values()) >= 2  # a finite history worth keeping
-    m, risk = np.asarray(run.overlaps), np.asarray(run.risk)
+    diverged = _diverged(run)
+    assert diverged == _first_non_finite(run)
+    assert diverged and min(diverged.values()) >= 2  # a finite history worth keeping
+    m, risk = np.asarray(run.ys), np.asarray(run.risk)
     for seed in range(ONLINE["seeds"]):
-        first = run.diverged.get(seed, ONLINE["steps"] + 1)
+        first = diverged.get(seed, ONLINE["steps"] + 1)
         assert np.isfinite(m[seed, :first]).all() and np.isfinite(risk[seed, :first]).all()
         assert np.isnan(m[seed, first:]).all() and np.isnan(risk[seed, first:]).all()
         assert np.abs(m[seed, 1:first] - m[seed, : first - 1]).max() > 0  # the history really moved
 
     early = slr.run_sgd(PROBLEM, jax.random.key(1), **{**ONLINE, "lr": 1e300})
-    assert early.diverged == _first_non_finite(early)
-    assert sorted(early.diverged) == [0, 1, 2] and max(early.diverged.values()) <= 2
-    assert np.isfinite(np.asarray(early.overlaps[:, 0])).all()
+    early_diverged = _diverged(early)
+    assert early_diverged == _first_non_finite(early)
+    assert sorted(early_diverged) == [0, 1, 2] and max(early_diverged.values()) <= 2
+    assert np.isfinite(np.asarray(early.ys[:, 0])).all()
 
 
 def test_divergence_is_reported_at_the_first_invalid_iterate():
@@ -416,6 +422,6 @@ def test_divergence_is_reported_at_the_first_invalid_iterate():
     overlaps exactly 0, and the divergence is reported one step late (when 0/0 gives NaN). A unit
     vector never has all five overlaps exactly 0 at these random points."""
     run = slr.run_sgd(PROBLEM, jax.random.key(1), **{**ONLINE, "lr": 3e153})
-    m = np.asarray(run.overlaps)
-    for seed, first in run.diverged.items():
+    m = np.asarray(run.ys)
+    for seed, first in _diverged(run).items():
         assert not (m[seed, :first] == 0).all(axis=-1).any()

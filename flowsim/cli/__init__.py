@@ -1,4 +1,8 @@
-"""The `flowsim` command line.
+"""The `flowsim` command line, generic over the registered tasks (`flowsim.tasks.TASKS`).
+
+Each task package declares its commands in its `cli` module (`COMMANDS`, a tuple of `Command`, and
+`DESCRIPTION`): they are reached as `flowsim TASK COMMAND`, and the first task's also as
+`flowsim COMMAND`. `flowsim derive` regenerates every task's equations.
 
 Every computing command writes into its --out folder: the numbers as tidy CSV tables, figures as
 PNG and PDF, and run.json (parameters, seed, versions, timings, files, status); docs/results.md
@@ -11,107 +15,125 @@ inside the commands.
 """
 
 import argparse
+import importlib
 import sys
+from pathlib import Path
 
-from flowsim.cli._commands import _compare, _demo, _derive, _flow, _portrait, _reproduce, _sgd, _verify
-from flowsim.cli._options import (
-    _check,
-    _compare_options,
-    _demo_options,
-    _derive_options,
-    _flow_options,
-    _Parser,
-    _portrait_options,
-    _reproduce_options,
-    _sgd_options,
-    _verify_options,
-)
+from flowsim.cli import _parts as parts
+from flowsim.cli._options import Command, Parser, check, output_options
+from flowsim.tasks import TASKS
 
 __all__ = ["main"]
 
 
-#: name, what it does (its --help), the function that runs it, the function that adds its options.
-_COMMANDS = (
-    (
-        "demo",
-        "the tour in about a minute: baseline risks, the phase portrait on M, the paper's SGD run against the "
-        "gradient flow (overlap engine), and the convergence check of `verify` with few starts",
-        _demo,
-        _demo_options,
-    ),
-    (
+def _derive(args) -> int:
+    import tempfile
+
+    import flowsim
+
+    installed = Path(flowsim.__file__).resolve().parent
+    if (Path(args.out) / "flowsim").resolve() == installed:
+        raise ValueError(
+            f"--out {args.out} would overwrite the installed package's {installed}: give another folder "
+            "(`python -m derivations` regenerates a checkout)"
+        )
+    record = parts.record(args)
+    from flowsim.derivations.build import generate
+
+    with record.phase("derive", "SymPy derives every task's risk, flow, Jacobians and maps (about 10 s)"):
+        # generate() writes in place: into a scratch folder first, then each file atomically into --out.
+        with tempfile.TemporaryDirectory(dir=record.folder, prefix=".derive-") as scratch:
+            for path in generate(Path(scratch)):
+                record.write_text(path.relative_to(scratch).as_posix(), path.read_text())
+    checkout = installed.parent
+    same = {}
+    for name in record.files:
+        reference = checkout / name
+        same[name] = reference.read_text() == (record.folder / name).read_text() if reference.exists() else None
+    record.summary["same_as_installed"] = same
+    for name in record.files:
+        if name.endswith(".md"):
+            print(_equation_listing((record.folder / name).read_text()))
+            print()
+    for name, equal in same.items():
+        verdict = {True: "identical to", False: "DIFFERS from", None: "no counterpart at"}[equal]
+        print(f"{name}: {verdict} {checkout / name}")
+    return parts.finish(record)
+
+
+def _equation_listing(markdown: str, width: int = 160) -> str:
+    """The headings and equations of equations.md; equations longer than `width` characters are cut."""
+    lines, in_equation = [], False
+    for line in markdown.splitlines():
+        if line == "$$":
+            in_equation = not in_equation
+        elif in_equation:
+            lines.append(f"    {line if len(line) <= width else f'{line[:width]} ... ({len(line)} characters)'}")
+        elif line.startswith("#") or (line.startswith("**") and line.endswith("**")):
+            lines.append(line.strip("*"))
+    return "\n".join(lines)
+
+
+def _derive_options(parser) -> None:
+    output_options(parser, "derive", seed=None)
+
+
+#: The commands that belong to no task.
+GENERIC = (
+    Command(
         "derive",
         "derive every equation with SymPy (about 10 s) into --out, print them and compare them with the "
         "installed package's",
         _derive,
         _derive_options,
     ),
-    (
-        "flow",
-        "integrate the projected gradient flow on the five overlaps from n starts; write the trajectories",
-        _flow,
-        _flow_options,
-    ),
-    (
-        "portrait",
-        "phase portrait of the flow on M = {theta = eta = rho = 0} with its fixed points; optionally the basins "
-        "of the 5-D flow's attractors",
-        _portrait,
-        _portrait_options,
-    ),
-    (
-        "sgd",
-        "train (k, v) by SGD (online, on a fixed dataset, or population PGD) from many seeds; defaults: the "
-        "paper's SGD run",
-        _sgd,
-        _sgd_options,
-    ),
-    (
-        "compare",
-        "run online SGD and compare it with the gradient flow from the same starts: deviations and overlay; "
-        "defaults: the paper's SGD run",
-        _compare,
-        _compare_options,
-    ),
-    (
-        "verify",
-        "integrate the flow from many starts at the paper's settings and check the convergence claims "
-        "(exit status 1 if 'almost every start on M converges to +-(k*, v*)' fails)",
-        _verify,
-        _verify_options,
-    ),
-    (
-        "reproduce",
-        "run the paper's five reference experiments (SPEC.md section 6): summary table and the four-panel "
-        "figure of each",
-        _reproduce,
-        _reproduce_options,
-    ),
 )
 
 
+def _add_commands(commands, listed) -> None:
+    for command in listed:
+        parser = commands.add_parser(
+            command.name,
+            help=command.help,
+            description=command.help,
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        )
+        parser.set_defaults(run=command.run, checks={})
+        command.add_options(parser)
+
+
+def _task_cli(name: str):
+    """The `cli` module of a registered task: its `COMMANDS` and `DESCRIPTION`."""
+    return importlib.import_module(f"{TASKS[name].__name__}.cli")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    default = next(iter(TASKS))
+    parser = Parser(
         prog="flowsim",
-        description="Training dynamics of a simplified attention layer on single-location regression.",
+        description="Training dynamics of simplified attention layers. Commands without a task name run "
+        f"the first task ({default}: {_task_cli(default).DESCRIPTION}); `flowsim TASK --help` lists a task's.",
         epilog="Exit status: 0 ok, 1 numerical failure (results kept) or a failed claim, 2 invalid input. "
         "Set JAX_COMPILATION_CACHE_DIR to a folder to reuse compiled programs between runs.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, text, run, add_options in _COMMANDS:
-        parser_of_command = commands.add_parser(
-            name, help=text, description=text, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    _add_commands(commands, (*_task_cli(default).COMMANDS, *GENERIC))
+    for name in TASKS:
+        task_parser = commands.add_parser(
+            name, help=_task_cli(name).DESCRIPTION, description=_task_cli(name).DESCRIPTION
         )
-        parser_of_command.set_defaults(run=run, checks={})
-        add_options(parser_of_command)
+        task_commands = task_parser.add_subparsers(dest="task_command", required=True, parser_class=Parser)
+        _add_commands(task_commands, _task_cli(name).COMMANDS)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the `flowsim` command line; returns the exit status."""
     args = _parser().parse_args(argv)
+    if getattr(args, "task_command", None):
+        args.command = f"{args.command} {args.task_command}"
     try:
-        _check(args)
+        check(args)
         if args.progress is None:
             args.progress = sys.stderr.isatty()
         return args.run(args)

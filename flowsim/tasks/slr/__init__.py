@@ -1,5 +1,16 @@
-"""Single-location regression (SPEC.md sections 1-4): the task, its risk and baselines."""
+"""Single-location regression (docs/science.md sections 1-6): the task, its data, baselines and experiments.
 
+`Problem` is the task (`flowsim.AbstractTask`): its state is the five overlaps. The engine's
+functions work on it directly; the most used are re-exported here so that `from flowsim import slr`
+is enough for a session: `slr.solve_flow(problem, m0, ts)`, `slr.compare(run)`, ...
+"""
+
+from flowsim.compare import Comparison, SweepResult, compare, sweep_batch, sweep_dataset, sweep_lr
+from flowsim.experiments import ExperimentResult, Summary, summary_table
+from flowsim.fixedpoints import Attractor, attractors
+from flowsim.integrate import solve_flow
+from flowsim.maps import MapTrajectories, iterate_map
+from flowsim.sgd import SGDRun
 from flowsim.tasks.slr._baselines import (
     Estimate,
     bayes_predict,
@@ -8,58 +19,30 @@ from flowsim.tasks.slr._baselines import (
     linear_predict,
     linear_risk,
 )
-from flowsim.tasks.slr._compare import (
-    ATTRACTOR_TOL,
-    REFERENCES,
-    Comparison,
-    SweepResult,
-    compare,
-    overlay_figure,
-    sweep_batch,
-    sweep_dataset,
-    sweep_lr,
-)
 from flowsim.tasks.slr._data import Batch, GroundTruth, empirical_risk, ground_truth, predict, sample
-from flowsim.tasks.slr._dynamics import MapTrajectories, flow_field, iterate_map, solve_flow
 from flowsim.tasks.slr._experiments import (
     EXPERIMENTS,
     Experiment,
-    ExperimentResult,
-    Summary,
     experiment_figure,
     reproduce,
     run_experiment,
-    summary_table,
 )
-from flowsim.tasks.slr._fixedpoints import (
-    Attractor,
-    attractors,
-    canonical_sign,
-    fixed_points,
-    fixed_points_on_manifold,
-)
+from flowsim.tasks.slr._fixedpoints import fixed_points, fixed_points_on_manifold
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
 from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
-from flowsim.tasks.slr._problem import Problem
+from flowsim.tasks.slr._problem import ORACLE, Problem, ProblemOnManifold, distance_to_manifold
 from flowsim.tasks.slr._risk import oracle_risk, population_risk
-from flowsim.tasks.slr._sgd import ENGINES, MODES, SGDRun, run_sgd, vectors_with_overlaps
-from flowsim.tasks.slr._verify import (
-    Setting,
-    VerifyReport,
-    VerifyRow,
-    default_settings,
-    format_report,
-    verify_convergence,
-)
+from flowsim.tasks.slr._sgd import ENGINES, MODES, run_sgd, vectors_with_overlaps
+from flowsim.tasks.slr._verify import CLAIM, default_settings, verify_convergence
 
 __all__ = [
-    "ATTRACTOR_TOL",
+    "CLAIM",
     "ENGINES",
     "EXPERIMENTS",
     "INITIALISATIONS",
     "MODES",
+    "ORACLE",
     "OVERLAP_NAMES",
-    "REFERENCES",
     "Attractor",
     "Batch",
     "Comparison",
@@ -69,26 +52,22 @@ __all__ = [
     "GroundTruth",
     "MapTrajectories",
     "Problem",
+    "ProblemOnManifold",
     "SGDRun",
-    "Setting",
     "Summary",
     "SweepResult",
-    "VerifyReport",
-    "VerifyRow",
     "attractors",
     "bayes_predict",
     "bayes_risk",
-    "canonical_sign",
     "check_overlaps",
     "compare",
     "default_settings",
+    "distance_to_manifold",
     "empirical_risk",
     "experiment_figure",
     "fit_linear",
     "fixed_points",
     "fixed_points_on_manifold",
-    "flow_field",
-    "format_report",
     "gram_matrix",
     "ground_truth",
     "initial_overlaps",
@@ -97,7 +76,6 @@ __all__ = [
     "linear_risk",
     "oracle_risk",
     "overlaps",
-    "overlay_figure",
     "population_risk",
     "predict",
     "reproduce",

@@ -6,7 +6,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from flowsim.tasks.slr._data import GroundTruth, _check_count, sample
+from flowsim._checks import check_count
+from flowsim.tasks.slr._data import GroundTruth, sample
 from flowsim.tasks.slr._problem import Problem
 
 __all__ = [
@@ -62,8 +63,8 @@ def bayes_risk(problem: Problem, truth: GroundTruth, key: PRNGKeyArray, n: int, 
 
     **Returns:** an `Estimate` (mean, standard error, samples used).
     """
-    n = _check_count("n", n, 2)
-    batch_size = _check_count("batch_size", batch_size, 1)
+    n = check_count("n", n, 2)
+    batch_size = check_count("batch_size", batch_size, 1)
     batches = -(-n // batch_size)
     losses = []
     for batch_key in jax.random.split(key, batches):
@@ -74,7 +75,7 @@ def bayes_risk(problem: Problem, truth: GroundTruth, key: PRNGKeyArray, n: int, 
 
 
 def linear_risk(problem: Problem) -> float:
-    """Risk of the best linear predictor on the concatenated tokens (SPEC.md section 4).
+    """Risk of the best linear predictor on the concatenated tokens (docs/science.md section 4).
 
     With J0 uniform the best linear predictor is c sum_l <X_l, v*> with
     c = g / (g + L - 1), g = gamma^2, and its risk is eps^2 + g - g^2 / (g + L - 1).

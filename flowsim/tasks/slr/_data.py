@@ -1,18 +1,19 @@
 """Hidden directions, the sampler and the attention predictor in R^d."""
 
-import math
-import numbers
 from functools import partial
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import erf
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from flowsim.tasks.slr._problem import Problem
+from flowsim._checks import check_count
 
-__all__ = ["Batch", "GroundTruth", "empirical_risk", "ground_truth", "predict", "sample"]
+if TYPE_CHECKING:
+    from flowsim.tasks.slr._problem import Problem
+
+__all__ = ["Batch", "GroundTruth", "attention", "empirical_risk", "ground_truth", "predict", "sample"]
 
 
 class GroundTruth(NamedTuple):
@@ -30,23 +31,6 @@ class Batch(NamedTuple):
     J0: Int[Array, " n"]
 
 
-def _check_positive(name: str, value) -> float:
-    """`value` as a float, if it is a finite real number > 0 (a Python, NumPy or JAX scalar)."""
-    try:
-        number = float(value) if not isinstance(value, bool | str) else math.nan
-    except (TypeError, ValueError):
-        number = math.nan
-    if not (math.isfinite(number) and number > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return number
-
-
-def _check_count(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def ground_truth(key: PRNGKeyArray, d: int) -> GroundTruth:
     """Draw k* uniformly on the sphere, then v* by Gram-Schmidt of a Gaussian vector against k*.
 
@@ -57,7 +41,7 @@ def ground_truth(key: PRNGKeyArray, d: int) -> GroundTruth:
 
     **Returns:** a `GroundTruth` of orthonormal float64 vectors.
     """
-    d = _check_count("d", d, 2)
+    d = check_count("d", d, 2)
     return _ground_truth(key, d)
 
 
@@ -69,8 +53,8 @@ def _ground_truth(key, d):
     return GroundTruth(k_star, v_star / jnp.linalg.norm(v_star))
 
 
-def sample(problem: Problem, truth: GroundTruth, key: PRNGKeyArray, n: int) -> Batch:
-    """Draw n sequences of single-location regression (SPEC.md section 1).
+def sample(problem: "Problem", truth: GroundTruth, key: PRNGKeyArray, n: int) -> Batch:
+    """Draw n sequences of single-location regression (docs/science.md section 1).
 
     J0 is uniform on the L positions; the informative token is N(s k*, gamma^2 I),
     the others N(0, I); y = <X_J0, v*> + eps xi.
@@ -84,7 +68,7 @@ def sample(problem: Problem, truth: GroundTruth, key: PRNGKeyArray, n: int) -> B
 
     **Returns:** a `Batch` (X of shape (n, L, d), y of shape (n,), J0 of shape (n,)).
     """
-    n = _check_count("n", n, 1)
+    n = check_count("n", n, 1)
     if truth.k_star.shape != (problem.d,) or truth.v_star.shape != (problem.d,):
         raise ValueError(
             f"truth must hold two vectors of dimension problem.d = {problem.d}, "
@@ -117,14 +101,19 @@ def predict(X: Float[Array, "... L d"], k: Float[Array, " d"], v: Float[Array, "
 
     **Returns:** T(X), shape (...).
     """
-    return _attention(X @ k, X @ v, lam)
+    return attention(X @ k, X @ v, lam)
 
 
-def _attention(key_projections, value_projections, lam):
+def attention(key_projections, value_projections, lam):
     """T from the tokens' projections <X_l, k> and <X_l, v>, shapes (..., L): all T depends on."""
     return jnp.sum(erf(lam * key_projections) * value_projections, axis=-1)
 
 
+def squared_loss(key_projections, value_projections, y, lam) -> Float[Array, ""]:
+    """Mean squared error of the predictor from the tokens' projections (..., L) on k and v."""
+    return jnp.mean((y - attention(key_projections, value_projections, lam)) ** 2)
+
+
 def empirical_risk(X, y, k, v, lam) -> Float[Array, ""]:
     """Mean squared error of the attention predictor on samples (X, y)."""
-    return jnp.mean((y - predict(X, k, v, lam)) ** 2)
+    return squared_loss(X @ k, X @ v, y, lam)

@@ -4,14 +4,14 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from flowsim.tasks.slr._data import _check_count
+from flowsim._checks import check_count
 
-__all__ = ["INITIALISATIONS", "initial_overlaps"]
+__all__ = ["INITIALISATIONS", "chi_square", "initial_overlaps"]
 
 INITIALISATIONS = ("sphere", "manifold")
 
 
-def _chi2(key, dof: int, shape):
+def chi_square(key, dof: int, shape):
     """chi-square draws with dof degrees of freedom (zero when dof = 0)."""
     if dof == 0:
         return jnp.zeros(shape)
@@ -19,7 +19,7 @@ def _chi2(key, dof: int, shape):
 
 
 def initial_overlaps(key: PRNGKeyArray, d: int, n: int, kind: str = "sphere") -> Float[Array, "n 5"]:
-    """Draw n initial overlaps with the exact law of the R^d initialisations (SPEC.md section 6).
+    """Draw n initial overlaps with the exact law of the R^d initialisations (docs/science.md section 6).
 
     Write Gaussian vectors g, h of R^d by their coordinates on (k*, v*) and their parts
     g', h' in the orthogonal complement (dimension d - 2). Only (g1, g2, h1, h2) and the
@@ -44,12 +44,12 @@ def initial_overlaps(key: PRNGKeyArray, d: int, n: int, kind: str = "sphere") ->
     """
     if kind not in INITIALISATIONS:
         raise ValueError(f"kind must be one of {INITIALISATIONS}, got {kind!r}")
-    n = _check_count("n", n, 1)
-    d = _check_count("d", d, 3 if kind == "manifold" else 2)
+    n = check_count("n", n, 1)
+    d = check_count("d", d, 3 if kind == "manifold" else 2)
     key_normal, key_c1, key_c2 = jax.random.split(key, 3)
     g1, g2, h1, h2, z = jax.random.normal(key_normal, (5, n))
-    c1_squared = _chi2(key_c1, d - 2, (n,))
-    c2_squared = _chi2(key_c2, max(d - 3, 0), (n,))
+    c1_squared = chi_square(key_c1, d - 2, (n,))
+    c2_squared = chi_square(key_c2, max(d - 3, 0), (n,))
     if kind == "manifold":
         zeros = jnp.zeros(n)
         kappa = g1 / jnp.sqrt(g1**2 + c1_squared)

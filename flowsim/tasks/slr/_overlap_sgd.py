@@ -21,7 +21,7 @@ Two reductions keep the random numbers per step near 2 batch L, all exact in law
   their weighted sums are, given the weights, bivariate normal with the noise tokens' scale
   sum (c_i, c'_i)(c_i, c'_i)^T: two draws replace two per token.
 
-The weights c_i, c'_i are automatic derivatives of the same predictor as in R^d (`_attention`);
+The weights c_i, c'_i are automatic derivatives of the same predictor as in R^d (`squared_loss`);
 the rest is linear algebra in R^4, pinned against the R^d step on the same data by the tests.
 """
 
@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from flowsim.tasks.slr._data import _attention
-from flowsim.tasks.slr._init import _chi2
+from flowsim.tasks.slr._data import squared_loss
+from flowsim.tasks.slr._init import chi_square
 
 __all__ = ["draw_step_noise", "draws_per_step", "frame", "renormalised_step", "sgd_step", "wishart_2x2"]
 
@@ -116,8 +116,8 @@ def wishart_2x2(key, scale, dof: int) -> Float[Array, "3"]:
     **Returns:** (W11, W12, W22).
     """
     key_z, key_1, key_2 = jax.random.split(key, 3)
-    c1 = jnp.sqrt(_chi2(key_1, dof, ()))
-    c2 = jnp.sqrt(_chi2(key_2, dof - 1, ()))
+    c1 = jnp.sqrt(chi_square(key_1, dof, ()))
+    c2 = jnp.sqrt(chi_square(key_2, dof - 1, ()))
     return _wishart_2x2(scale, c1, jax.random.normal(key_z), c2)
 
 
@@ -136,10 +136,6 @@ def _span_basis(k, v):
     return k, jnp.where(norm > _PARALLEL, w / jnp.where(norm > _PARALLEL, norm, 1.0), e4)
 
 
-def _squared_loss(key_projections, value_projections, y, lam):
-    return jnp.mean((y - _attention(key_projections, value_projections, lam)) ** 2)
-
-
 def draws_per_step(batch: int, L: int) -> int:
     """How many standard normals one step of `sgd_step` consumes."""
     return batch * (2 * L + 3) + 9
@@ -151,7 +147,7 @@ def draw_step_noise(key, batch: int, L: int, d: int):
     **Returns:** (normals of shape (draws_per_step(batch, L),), chi-squares of shape (2,)).
     """
     key_normal, key_1, key_2 = jax.random.split(key, 3)
-    chi2 = jnp.stack([_chi2(key_1, d - 4, ()), _chi2(key_2, d - 5, ())])
+    chi2 = jnp.stack([chi_square(key_1, d - 4, ()), chi_square(key_2, d - 5, ())])
     return jax.random.normal(key_normal, (draws_per_step(batch, L),)), chi2
 
 
@@ -182,7 +178,7 @@ def sgd_step(problem, m, lam, lr, noise, batch: int) -> Float[Array, "5"]:
     key_projections = jnp.concatenate([_dot(informative, k)[:, None], z1], axis=1)
     value_projections = jnp.concatenate([_dot(informative, v)[:, None], v1 * z1 + v2 * z2], axis=1)
     y = informative[:, 1] + problem.eps * label_noise
-    c_k, c_v = jax.grad(_squared_loss, (0, 1))(key_projections, value_projections, y, lam)
+    c_k, c_v = jax.grad(squared_loss, (0, 1))(key_projections, value_projections, y, lam)
 
     def frame_part(c):  # sum_i c_i X_i on the frame: the informative tokens, then the noise tokens' span part
         noise = c[:, 1:]

@@ -1,62 +1,213 @@
-"""The parameters of a single-location regression problem."""
+"""Single-location regression as a task: parameters, flow, Jacobian, risk, map, state space and SGD chain.
+
+The state is the five overlaps (kappa, nu, theta, eta, rho) = (<k,k*>, <v,v*>, <v,k*>, <k,v*>, <k,v>)
+(docs/science.md section 3); every equation comes from `_generated` (derivations/slr.py).
+"""
 
 import math
-import numbers
+from typing import ClassVar
 
 import equinox as eqx
-import jax
+import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["Problem"]
+from flowsim._checks import NON_NEGATIVE, POSITIVE, at_least, check_choice
+from flowsim._task import AbstractTask, Parameter
+from flowsim.schedules import AbstractSchedule
+from flowsim.tasks.slr import _generated as generated
+from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
+from flowsim.tasks.slr._overlap_sgd import draw_step_noise, sgd_step
+from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, unrealizable
+
+__all__ = ["ORACLE", "PARAMETERS", "SYMBOLS", "Problem", "ProblemOnManifold", "distance_to_manifold"]
+
+#: The oracle's overlaps; (k, v) -> (-k, -v) gives the same predictor.
+ORACLE = np.array([1.0, 1.0, 0.0, 0.0, 0.0])
+
+#: Axis labels of the overlaps, in mathtext.
+SYMBOLS = {
+    "kappa": r"$\kappa = \langle k, k^*\rangle$",
+    "nu": r"$\nu = \langle v, v^*\rangle$",
+    "theta": r"$\theta = \langle v, k^*\rangle$",
+    "eta": r"$\eta = \langle k, v^*\rangle$",
+    "rho": r"$\rho = \langle k, v\rangle$",
+}
+_SHORT = {"kappa": r"\kappa", "nu": r"\nu", "theta": r"\theta", "eta": r"\eta", "rho": r"\rho"}
 
 
-def _is_concrete(value) -> bool:
-    return not isinstance(value, jax.core.Tracer)
+def distance_to_manifold(m) -> np.ndarray:
+    """The distance sqrt(theta^2 + eta^2 + rho^2) of overlaps (..., 5) to M = {theta = eta = rho = 0}."""
+    return np.linalg.norm(np.asarray(m)[..., 2:], axis=-1)
 
 
-class Problem(eqx.Module):
-    """Single-location regression at dimension d with L tokens (SPEC.md section 1).
+#: The parameters with their allowed values (the command line's options reuse them).
+PARAMETERS = (
+    Parameter("d", int, "token dimension d", at_least(2), "$d$"),
+    Parameter("L", int, "number of tokens L", at_least(1), "$L$"),
+    Parameter("lam", float, "inverse temperature lambda of the attention", POSITIVE, "$\\lambda$"),
+    Parameter(
+        "gamma",
+        float,
+        "standard deviation gamma of the informative token (sqrt(1/2): same expected norm as the others)",
+        POSITIVE,
+    ),
+    Parameter("eps", float, "standard deviation eps of the label noise", NON_NEGATIVE),
+)
 
-    An immutable pytree: `d` and `L` fix array shapes and are static; `lam`,
-    `gamma` and `eps` are leaves, so a jitted function of a Problem does not
-    recompile when they change.
 
-    **Arguments:**
-
-    - `d`: token dimension, an integer >= 2.
-    - `L`: number of tokens, an integer >= 1.
-    - `lam`: inverse temperature of the attention nonlinearity, finite and > 0.
-    - `gamma`: standard deviation of the informative token, finite and > 0
-      (default sqrt(1/2): the informative token then has the same expected norm).
-    - `eps`: standard deviation of the label noise, finite and >= 0 (default 0).
-    """
+class _Parameters(AbstractTask):
+    """The parameters shared by the 5-D flow and its restriction to M, validated."""
 
     d: int = eqx.field(static=True)
     L: int = eqx.field(static=True)
-    lam: float
+    lam: float | AbstractSchedule
     gamma: float = math.sqrt(0.5)
     eps: float = 0.0
 
+    parameters: ClassVar = PARAMETERS
+    scheduled: ClassVar = "lam"
+    targets: ClassVar = ORACLE[None]
+    target_label: ClassVar = "+-(k*, v*)"
+    state_labels: ClassVar = SYMBOLS
+    state_symbols: ClassVar = _SHORT
+
     def __check_init__(self):
-        for name, minimum in (("d", 2), ("L", 1)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-                raise ValueError(f"Problem.{name} must be an integer >= {minimum}, got {value!r}")
-        for name, allowed, ok in (
-            ("lam", "a finite number > 0", lambda x: x > 0),
-            ("gamma", "a finite number > 0", lambda x: x > 0),
-            ("eps", "a finite number >= 0", lambda x: x >= 0),
-        ):
-            value = getattr(self, name)
-            if not _is_concrete(value):
-                continue  # built inside a transformation: checked where it was concrete
-            try:
-                number = float(value)
-            except (TypeError, ValueError):
-                raise ValueError(f"Problem.{name} must be {allowed}, got {value!r}") from None
-            if not (math.isfinite(number) and ok(number)):
-                raise ValueError(f"Problem.{name} must be {allowed}, got {value!r}")
+        for parameter in PARAMETERS:
+            value = getattr(self, parameter.name)
+            if not isinstance(value, AbstractSchedule):
+                parameter.allowed.check(f"Problem.{parameter.name}", value)
 
     @property
     def s(self) -> float:
         """The informative token's mean along k*: sqrt(d/2)."""
         return math.sqrt(self.d / 2)
+
+    def lam_at(self, t):
+        """lam at flow time t (the schedule's value, or the fixed lam)."""
+        return self.lam(t) if isinstance(self.lam, AbstractSchedule) else jnp.asarray(self.lam, dtype=float)
+
+    def _call(self, function, t, *state, **extra):
+        """A generated function at these parameters, lam taken at time t: the one place they are unpacked."""
+        return function(*state, self.d, self.L, self.lam_at(t), self.gamma, self.eps, **extra)
+
+    def risk_floor(self) -> float:
+        return float(self.eps) ** 2
+
+    def flow_max_steps(self) -> int:
+        # Explicit steps are stability-limited: about 35 d of them per unit-100 of time at d >= 400
+        # (BENCHMARKS.md), so the default budget grows with d.
+        return max(100_000, 500 * self.d)
+
+
+class Problem(_Parameters):
+    """Single-location regression at dimension d with L tokens (docs/science.md section 1), as a task.
+
+    An immutable pytree: `d` and `L` fix array shapes and are static; `lam`, `gamma` and `eps`
+    are leaves, so a jitted function of a Problem does not recompile when they change. `lam` may
+    be a schedule of the flow time t (`flowsim.schedules`): it then drives the flow, the map and SGD.
+
+    **Arguments:**
+
+    - `d`: token dimension, an integer >= 2.
+    - `L`: number of tokens, an integer >= 1.
+    - `lam`: inverse temperature of the attention nonlinearity, finite and > 0, or a schedule.
+    - `gamma`: standard deviation of the informative token, finite and > 0
+      (default sqrt(1/2): the informative token then has the same expected norm).
+    - `eps`: standard deviation of the label noise, finite and >= 0 (default 0).
+    """
+
+    state_names: ClassVar = OVERLAP_NAMES
+    initialisations: ClassVar = INITIALISATIONS
+    #: (k, v) -> (-k, -v) leaves the predictor unchanged: it flips the signs of kappa, nu, theta and eta.
+    symmetries: ClassVar = np.array([[1.0, 1.0, 1.0, 1.0, 1.0], [-1.0, -1.0, -1.0, -1.0, 1.0]])
+    approach_text: ClassVar = "near M, |nu| ~ 1, sign(kappa) = sign(nu), |kappa| still rising"
+    name: ClassVar = "single-location regression"
+    title: ClassVar = "Single-location regression"
+    observables: ClassVar = {
+        "distance to M": (r"distance to M  $\sqrt{\theta^2 + \eta^2 + \rho^2}$", distance_to_manifold, "log")
+    }
+    panels: ClassVar = ("kappa", "nu", "distance to M")
+    projection_pairs: ClassVar = (("kappa", "nu"), ("theta", "eta"), ("kappa", "rho"))
+
+    def vector_field(self, t, y):
+        """d/dt of the five overlaps under the projected gradient flow (docs/science.md section 5)."""
+        return self._call(generated.flow, t, *jnp.moveaxis(y, -1, 0))
+
+    def risk(self, t, y):
+        """The full population risk E[(Y - T)^2] at overlaps y."""
+        return self._call(generated.risk, t, *jnp.moveaxis(y, -1, 0))
+
+    def jacobian(self, t, y):
+        return self._call(generated.jacobian, t, *jnp.moveaxis(y, -1, 0))
+
+    def discrete_map(self, t, y, alpha):
+        """One step of projected gradient descent with renormalisation, exact on the overlaps."""
+        return self._call(generated.pgd_map, t, *jnp.moveaxis(y, -1, 0), alpha=alpha)
+
+    def initial_states(self, key, n, kind):
+        return initial_overlaps(key, self.d, n, kind)
+
+    def unrealizable(self, ys, *, atol=1e-10):
+        return unrealizable(ys, atol=atol)
+
+    def approaching(self, ys, velocity, tol):
+        """On M (to tol) with |nu| >= 1 - tol, sign(kappa) = sign(nu) and kappa moving towards +-1:
+        the edge nu = +-1 of M leads to the sink, where kappa converges slowly (docs/science.md section 5)."""
+        kappa, nu = ys[:, 0], ys[:, 1]
+        return (
+            (np.linalg.norm(ys[:, 2:], axis=-1) <= tol)
+            & (np.abs(nu) >= 1 - tol)
+            & (kappa * nu > 0)
+            & (velocity[:, 0] * np.sign(kappa) > 0)
+        )
+
+    def restriction(self) -> "ProblemOnManifold":
+        """The flow on the invariant manifold M = {theta = eta = rho = 0}, in (kappa, nu)."""
+        return ProblemOnManifold(self.d, self.L, self.lam, self.gamma, self.eps)
+
+    def sgd_noise(self, key, batch):
+        if self.d < 5:
+            raise ValueError(f"the SGD chain on the overlaps needs d >= 5, got d = {self.d}")
+        return draw_step_noise(key, batch, self.L, self.d)
+
+    def sgd_step(self, t, y, lr, noise, batch):
+        """One online SGD step on a fresh mini-batch, exact in law, on the overlaps (`_overlap_sgd`)."""
+        return sgd_step(self, y, self.lam_at(t), lr, noise, batch)
+
+
+class ProblemOnManifold(_Parameters):
+    """The flow of single-location regression restricted to M = {theta = eta = rho = 0}, in (kappa, nu).
+
+    Same parameters as `Problem`; the state is (kappa, nu) in [-1, 1]^2.
+    """
+
+    state_names: ClassVar = OVERLAP_NAMES[:2]
+    initialisations: ClassVar = ("manifold",)
+    symmetries: ClassVar = np.array([[1.0, 1.0], [-1.0, -1.0]])
+    targets: ClassVar = ORACLE[None, :2]
+    name: ClassVar = "flow on M"
+    title: ClassVar = "Flow on M ($\\theta = \\eta = \\rho = 0$)"
+    panels: ClassVar = ("kappa", "nu")
+    projection_pairs: ClassVar = (("kappa", "nu"),)
+
+    def lift(self, ys):
+        """(kappa, nu) as the overlaps (kappa, nu, 0, 0, 0)."""
+        ys = np.asarray(ys, dtype=float)
+        return np.concatenate([ys, np.zeros((*ys.shape[:-1], 3))], axis=-1)
+
+    def vector_field(self, t, y):
+        return self._call(generated.flow_on_manifold, t, *jnp.moveaxis(y, -1, 0))
+
+    def risk(self, t, y):
+        zeros = jnp.zeros_like(y[..., 0])
+        return self._call(generated.risk, t, y[..., 0], y[..., 1], zeros, zeros, zeros)
+
+    def jacobian(self, t, y):
+        return self._call(generated.jacobian_on_manifold, t, *jnp.moveaxis(y, -1, 0))
+
+    def initial_states(self, key, n, kind):
+        check_choice("kind", kind, self.initialisations)
+        return initial_overlaps(key, self.d, n, kind)[:, :2]
+
+    def unrealizable(self, ys, *, atol=1e-10):
+        return unrealizable(self.lift(ys), atol=atol)

@@ -3,14 +3,13 @@
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from flowsim.tasks.slr import _generated as generated
-from flowsim.integrate import evaluate
-from flowsim.tasks.slr._problem import Problem
+from flowsim.integrate import _task_risk, evaluate
+from flowsim.tasks.slr._problem import ORACLE, Problem
 
 __all__ = ["oracle_risk", "population_risk"]
 
 
-def population_risk(problem: Problem, m: Float[ArrayLike, "... 5"]) -> Float[Array, "..."]:
+def population_risk(problem: Problem, m: Float[ArrayLike, "... 5"], t=0.0) -> Float[Array, "..."]:
     """The full population risk E[(Y - T)^2] at overlaps m.
 
     Differentiable (jax.grad) and vectorised over leading axes; no validation is
@@ -20,15 +19,14 @@ def population_risk(problem: Problem, m: Float[ArrayLike, "... 5"]) -> Float[Arr
 
     - `problem`: the task parameters.
     - `m`: overlaps (kappa, nu, theta, eta, rho), shape (..., 5).
+    - `t`: the time at which a scheduled lam is taken.
 
     **Returns:** the risk, shape (...).
     """
     # Compiled once per shape: run eagerly, the generated expression dispatches op by op.
-    kappa, nu, theta, eta, rho = jnp.moveaxis(jnp.asarray(m, dtype=float), -1, 0)
-    parameters = (problem.d, problem.L, problem.lam, problem.gamma, problem.eps)
-    return evaluate(generated.risk, kappa, nu, theta, eta, rho, *parameters)
+    return evaluate(_task_risk, jnp.asarray(t, dtype=float), jnp.asarray(m, dtype=float), problem)
 
 
-def oracle_risk(problem: Problem) -> Float[Array, ""]:
+def oracle_risk(problem: Problem, t=0.0) -> Float[Array, ""]:
     """The risk of the oracle (k, v) = (k*, v*), i.e. at overlaps (1, 1, 0, 0, 0)."""
-    return population_risk(problem, jnp.array([1.0, 1.0, 0.0, 0.0, 0.0]))
+    return population_risk(problem, ORACLE, t)

@@ -1,64 +1,36 @@
 """Finite-sample training: online SGD, (mini-)batch GD on a fixed dataset, population PGD.
 
-Every mode takes the projected step of SPEC.md section 5 and renormalises:
+Every mode takes the projected step of docs/science.md section 5 and renormalises:
 k <- (k - lr (I - k k^T) g_k) / |.|, and the same for v, where (g_k, g_v) is the
 gradient at the current iterate of the mini-batch squared loss (online), of the
 loss on the batch drawn from the fixed dataset (dataset), or of the exact
 population risk through the overlaps (population). Engine "Rd" keeps k, v and the
 samples in R^d; engine "overlaps" runs online SGD as the exact Markov chain on the five
-overlaps (`flowsim.tasks.slr._overlap_sgd`). Seeds run in parallel (vmap), steps in `lax.scan`,
-logging inside the scan; the closed-form risk of the logged overlaps is evaluated after it.
+overlaps (`Problem.sgd_step`, run by `flowsim.sgd.run_sgd`). Both use the engine's runner
+(`flowsim.sgd.logged_scan`): seeds in parallel (vmap), steps in `lax.scan`, logging inside the
+scan; the closed-form risk of the logged overlaps is evaluated after it.
 """
-
-from typing import NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array
 
-from flowsim.tasks.slr import _generated as generated
-from flowsim.integrate import evaluate, traced
-from flowsim.schedules import Constant
-from flowsim.tasks.slr._data import GroundTruth, _check_count, _check_positive, _ground_truth, _sample, predict
-from flowsim.tasks.slr._dynamics import _risk_along
-from flowsim.tasks.slr._init import initial_overlaps
-from flowsim.tasks.slr._overlap_sgd import draw_step_noise, sgd_step
-from flowsim.tasks.slr._overlaps import check_overlaps, overlaps
+from flowsim._checks import check_choice, check_count
+from flowsim.integrate import traced
+from flowsim.sgd import SGDRun, check_lengths, init_states, logged_scan, make_run
+from flowsim.sgd import run_sgd as run_chain
+from flowsim.tasks.slr._data import GroundTruth, _ground_truth, _sample, empirical_risk
+from flowsim.tasks.slr._overlap_sgd import frame
+from flowsim.tasks.slr._overlaps import overlaps
 from flowsim.tasks.slr._problem import Problem
 
-__all__ = ["ENGINES", "MODES", "SGDRun", "run_sgd", "vectors_with_overlaps"]
+__all__ = ["DTYPES", "ENGINES", "MODES", "run_sgd", "vectors_with_overlaps"]
 
 MODES = ("online", "dataset", "population")
+#: How online SGD is computed: with vectors and samples in R^d, or as the exact chain on the overlaps.
 ENGINES = ("Rd", "overlaps")
-INITS = ("sphere", "manifold")
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
-
-
-class SGDRun(NamedTuple):
-    """Logged trajectories of many seeds.
-
-    **Fields:**
-
-    - `steps`: the logged steps 0, log_every, ..., steps, shape (logs,).
-    - `times`: the same on the flow's clock t = lr * step.
-    - `overlaps`: (seeds, logs, 5); NaN after a divergence.
-    - `risk`: the exact population risk at each logged iterate (closed form), (seeds, logs).
-    - `train_risk`, `test_risk`: for mode "dataset", the risk on the training set and on a
-      held-out sample, (seeds, logs); None otherwise.
-    - `lam`: lam at each logged step, (logs,).
-    - `diverged`: {seed: first step whose iterate was not finite}.
-    """
-
-    steps: np.ndarray
-    times: np.ndarray
-    overlaps: Float[Array, "seeds logs 5"]
-    risk: Float[Array, "seeds logs"]
-    train_risk: Float[Array, "seeds logs"] | None
-    test_risk: Float[Array, "seeds logs"] | None
-    lam: Float[Array, " logs"]
-    diverged: dict[int, int]
 
 
 def vectors_with_overlaps(m, truth: GroundTruth, key) -> tuple[Array, Array]:
@@ -74,19 +46,17 @@ def vectors_with_overlaps(m, truth: GroundTruth, key) -> tuple[Array, Array]:
     - `truth`: the hidden directions.
     - `key`: a JAX PRNG key for the complementary directions.
     """
-    kappa, nu, theta, eta, rho = (jnp.asarray(x, dtype=truth.k_star.dtype) for x in m)
-    g = jax.random.normal(key, (2, truth.k_star.shape[0]), truth.k_star.dtype)
+    dtype = truth.k_star.dtype
+    g = jax.random.normal(key, (2, truth.k_star.shape[0]), dtype)
     basis = [truth.k_star, truth.v_star]
     for vector in g:  # Gram-Schmidt of two Gaussian vectors against (k*, v*) and each other
         for b in basis:
             vector = vector - (vector @ b) * b
         basis.append(vector / jnp.linalg.norm(vector))
-    u1, u2 = basis[2], basis[3]
-    a = jnp.sqrt(jnp.maximum(1 - kappa**2 - eta**2, 0.0))
-    b = jnp.where(a > 1e-12, (rho - kappa * theta - eta * nu) / jnp.where(a > 1e-12, a, 1.0), 0.0)
-    c = jnp.sqrt(jnp.maximum(1 - theta**2 - nu**2 - b**2, 0.0))
-    k = kappa * truth.k_star + eta * truth.v_star + a * u1
-    v = theta * truth.k_star + nu * truth.v_star + b * u1 + c * u2
+    # The frame coordinates of k and v on (k*, v*, u1, u2): the same construction as the overlap chain's.
+    k_frame, v_frame = frame(jnp.asarray(m, dtype=float))
+    basis = jnp.stack(basis)
+    k, v = k_frame.astype(dtype) @ basis, v_frame.astype(dtype) @ basis
     return k / jnp.linalg.norm(k), v / jnp.linalg.norm(v)
 
 
@@ -106,61 +76,12 @@ def _initial_vectors(init, truth: GroundTruth, key, m0):
     return vectors_with_overlaps(m0, truth, key)
 
 
-def _risk_at(problem: Problem, lam, m):
-    return generated.risk(*jnp.moveaxis(m, -1, 0), problem.d, problem.L, lam, problem.gamma, problem.eps)
-
-
 def _projected_step(vector, gradient, lr):
     tangent = gradient - (gradient @ vector) * vector
     new = vector - lr * tangent
     norm = jnp.linalg.norm(new)
     # An overflowing step would otherwise normalise to the zero vector, finite but meaningless.
     return jnp.where(jnp.isfinite(norm) & (norm > 0), new / norm, jnp.nan)
-
-
-def _squared_loss(k, v, X, y, lam):
-    return jnp.mean((y - predict(X, k, v, lam)) ** 2)
-
-
-def _logged_scan(step, record, state, logs: int, log_every: int, draw=None):
-    """Run `step` for logs * log_every steps in `lax.scan`, logging as it goes.
-
-    `step(state, n) -> state`, or `step(state, n, draw(n))` when `draw` is given: the random
-    numbers of step n are then drawn in bulk for a chunk of steps before they run (fewer,
-    larger operations per step), and depend on n only, not on the chunking or `log_every`.
-
-    **Returns:** `record(state, n)` (a list of arrays) at n = 0, log_every, ..., stacked on a
-    first axis, then the first step whose state was not finite (-1 if none). From that step on,
-    the state is NaN: a diverged seed logs no half-finite values.
-    """
-    chunk = _chunk_size(log_every) if draw is not None else log_every
-
-    def one_step(carry, noise):
-        state, index, first_bad = carry
-        state = step(state, index) if draw is None else step(state, index, noise)
-        bad = ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(state)]))
-        first_bad = jnp.where((first_bad < 0) & bad, index + 1, first_bad)
-        state = jax.tree.map(lambda x: jnp.where(bad, jnp.nan, x), state)
-        return (state, index + 1, first_bad), None
-
-    def one_chunk(carry, _):
-        noise = None if draw is None else jax.vmap(draw)(carry[1] + jnp.arange(chunk))
-        return jax.lax.scan(one_step, carry, noise, length=chunk)[0], None
-
-    def block(carry, _):
-        carry, _ = jax.lax.scan(one_chunk, carry, None, length=log_every // chunk)
-        return carry, record(carry[0], carry[1])
-
-    start = (state, jnp.asarray(0), jnp.asarray(-1))
-    (_, _, first_bad), logged = jax.lax.scan(block, start, None, length=logs)
-    initial = record(state, jnp.asarray(0))
-    series = [jnp.concatenate([first[None], rest]) for first, rest in zip(initial, logged, strict=True)]
-    return (*series, first_bad)
-
-
-def _chunk_size(log_every: int, largest: int = 256) -> int:
-    """The largest divisor of log_every that is at most `largest` (steps whose noise is drawn at once)."""
-    return next(c for c in range(min(log_every, largest), 0, -1) if log_every % c == 0)
 
 
 def run_sgd(
@@ -172,7 +93,6 @@ def run_sgd(
     steps: int,
     batch: int = 1,
     mode: str = "online",
-    schedule=None,
     log_every: int = 1,
     seeds: int = 1,
     n: int | None = None,
@@ -184,7 +104,8 @@ def run_sgd(
 
     **Arguments:**
 
-    - `problem`: the task (d, L, lam, gamma, eps).
+    - `problem`: the task (d, L, lam, gamma, eps); a schedule in `lam` is read at t = lr * step
+      (e.g. `InverseTimeDecay(lam0, rate, lr)` for the paper's per-step schedule).
     - `key`: a JAX PRNG key; seed i uses `jax.random.split(key, seeds)[i]` for its hidden
       directions, initialisation and data, so the same key gives the same run.
     - `init`: "sphere", "manifold", or overlaps of shape (5,) or (seeds, 5) (vectors built by
@@ -195,8 +116,6 @@ def run_sgd(
       smaller batch runs epochs over a fresh permutation of the dataset.
     - `mode`: "online" (fresh samples each step), "dataset" (a fixed dataset of n samples),
       or "population" (exact gradient of the population risk through the overlaps).
-    - `schedule`: lam as a function of t = lr * step (e.g. `InverseTimeDecay(lam0, rate, lr)`
-      for the paper's per-step schedule); default: problem.lam.
     - `log_every`: log every `log_every` steps (and step 0).
     - `seeds`: the number of independent runs (>= 1).
     - `n`: the dataset size for mode "dataset" (a multiple of `batch`).
@@ -207,15 +126,13 @@ def run_sgd(
       mode "online", float64 and d >= 5 only). Its runs have the law of the R^d engine's, not its
       sample paths: seed i draws its initialisation and mini-batches from its own key.
 
-    **Returns:** an `SGDRun`. A seed whose iterate becomes non-finite is reported in
-    `diverged` with its first bad step; what it logged before stays.
+    **Returns:** an `SGDRun` (`flowsim.sgd`) whose states are the overlaps. A seed whose iterate
+    becomes non-finite has status DIVERGED and is reported by `failures()` with its first bad step;
+    what it logged before stays.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    check_choice("mode", mode, MODES)
+    check_choice("dtype", dtype, tuple(DTYPES))
+    check_choice("engine", engine, ENGINES)
     if engine == "overlaps":
         if mode != "online":
             raise ValueError(f"engine 'overlaps' runs online SGD only: mode must be 'online', got {mode!r}")
@@ -225,60 +142,28 @@ def run_sgd(
             raise ValueError(
                 f"engine 'overlaps' needs d >= 5 (a 4-dimensional frame and its complement), got d = {problem.d}"
             )
-    lr = _check_positive("lr", lr)
-    steps = _check_count("steps", steps, 1)
-    batch = _check_count("batch", batch, 1)
-    log_every = _check_count("log_every", log_every, 1)
-    seeds = _check_count("seeds", seeds, 1)
-    if steps % log_every:
-        raise ValueError(f"log_every = {log_every} must divide steps = {steps}")
+        return run_chain(problem, key, init=init, lr=lr, steps=steps, batch=batch, log_every=log_every, seeds=seeds)
+    lr, steps, batch, log_every, seeds = check_lengths(lr, steps, batch, log_every, seeds)
     if mode == "dataset":
-        n = _check_count("n", n, 1)
+        n = check_count("n", n, 1)
         if n % batch:
             raise ValueError(f"batch = {batch} must divide the dataset size n = {n}")
-        n_test = _check_count("n_test", n_test, 1)
-    m0 = np.zeros((seeds, 5))
-    if isinstance(init, str):
-        if init not in INITS:
-            raise ValueError(f"init must be one of {INITS} or overlaps of shape (5,) or (seeds, 5), got {init!r}")
-    else:
-        m0 = np.broadcast_to(check_overlaps(init), (seeds, 5)) if np.ndim(init) == 1 else check_overlaps(init)
-        if m0.shape != (seeds, 5):
-            raise ValueError(f"init overlaps must have shape (5,) or (seeds, 5) = ({seeds}, 5), got {m0.shape}")
-        if problem.d < 4:
-            raise ValueError(f"building vectors with given overlaps needs d >= 4, got d = {problem.d}")
-        init = "given"
-    if init == "manifold" and problem.d < 3:
+        n_test = check_count("n_test", n_test, 1)
+    m0 = init_states(problem, init, seeds)
+    if m0 is not None and problem.d < 4:
+        raise ValueError(f"building vectors with given overlaps needs d >= 4, got d = {problem.d}")
+    if m0 is None and init == "manifold" and problem.d < 3:  # init is a name only when m0 is None
         raise ValueError(f"init 'manifold' needs d >= 3, got d = {problem.d}")
-    args = traced((problem, schedule if schedule is not None else Constant(problem.lam)))
-    lr_array, seed_keys = jnp.asarray(lr, dtype=float), jax.random.split(key, seeds)
-    if engine == "overlaps":
-        logged = _run_overlaps(args, lr_array, seed_keys, jnp.asarray(m0), (init, steps // log_every, log_every, batch))
-    else:
-        config = (mode, init, steps // log_every, log_every, batch, n, n_test, DTYPES[dtype])
-        logged = _run(args, lr_array, seed_keys, jnp.asarray(m0), config)
-    m, train, test, first_bad = (np.asarray(x) if x is not None else None for x in logged)
-    logged_steps = np.arange(0, steps + 1, log_every)
-    times = lr * jnp.asarray(logged_steps, dtype=float)
-    lam = np.asarray(jax.vmap(args[1])(times))
-    # The exact risk outside the scan: one compiled function for every run of the same shape.
-    risk = evaluate(_risk_along, times, jnp.asarray(m), args)
-    return SGDRun(
-        logged_steps,
-        np.asarray(times),
-        jnp.asarray(m),
-        risk,
-        None if train is None else jnp.asarray(train),
-        None if test is None else jnp.asarray(test),
-        jnp.asarray(lam),
-        {int(i): int(first_bad[i]) for i in np.flatnonzero(first_bad >= 0)},
-    )
+    init = "given" if m0 is not None else init
+    m0 = jnp.zeros((seeds, 5)) if m0 is None else m0
+    config = (mode, init, steps // log_every, log_every, batch, n, n_test, DTYPES[dtype])
+    logged = _run(traced(problem), jnp.asarray(lr, dtype=float), jax.random.split(key, seeds), m0, config)
+    return make_run(problem, lr, steps, log_every, *logged)
 
 
 @eqx.filter_jit
-def _run(args, lr, seed_keys, m0, config):
+def _run(problem, lr, seed_keys, m0, config):
     mode, init, logs, log_every, batch, n, n_test, dtype = config
-    problem, schedule = args
 
     def one_seed(seed_key, m0):
         key_truth, key_init, key_data, key_test = jax.random.split(seed_key, 4)
@@ -290,7 +175,7 @@ def _run(args, lr, seed_keys, m0, config):
 
         def gradients(k, v, step, lam):
             if mode == "population":
-                return jax.grad(lambda k, v: _risk_at(problem, lam, overlaps(k, v, truth)), (0, 1))(k, v)
+                return jax.grad(lambda k, v: problem.risk(lr * step, overlaps(k, v, truth)), (0, 1))(k, v)
             if mode == "online":
                 X, y, _ = _sample(problem, truth, jax.random.fold_in(key_data, step), batch, dtype)
             else:
@@ -300,11 +185,11 @@ def _run(args, lr, seed_keys, m0, config):
                     order = jax.random.permutation(jax.random.fold_in(key_data, step // per_epoch), n)
                     rows = jax.lax.dynamic_slice(order, ((step % per_epoch) * batch,), (batch,))
                     X, y = X[rows], y[rows]
-            return jax.grad(_squared_loss, (0, 1))(k, v, X, y, lam)
+            return jax.grad(empirical_risk, (2, 3))(X, y, k, v, lam)
 
         def step(state, index):
             k, v = state
-            lam = schedule(lr * index).astype(dtype)
+            lam = problem.lam_at(lr * index).astype(dtype)
             g_k, g_v = gradients(k, v, index, lam)
             return _projected_step(k, g_k, lr.astype(dtype)), _projected_step(v, g_v, lr.astype(dtype))
 
@@ -312,39 +197,14 @@ def _run(args, lr, seed_keys, m0, config):
             k, v = state
             out = [overlaps(k.astype(float), v.astype(float), truth64)]
             if mode == "dataset":
-                lam = schedule(lr * index)
-                out += [
-                    _squared_loss(k, v, *dataset, lam.astype(dtype)),
-                    _squared_loss(k, v, *held_out, lam.astype(dtype)),
-                ]
+                lam = problem.lam_at(lr * index).astype(dtype)
+                out += [empirical_risk(*dataset, k, v, lam), empirical_risk(*held_out, k, v, lam)]
             return out
 
-        return _logged_scan(step, record, (k, v), logs, log_every)
+        return logged_scan(step, record, (k, v), logs, log_every)
 
     outputs = jax.vmap(one_seed)(seed_keys, m0)
     if mode == "dataset":
-        return outputs
-    m, first_bad = outputs
-    return m, None, None, first_bad
-
-
-@eqx.filter_jit
-def _run_overlaps(args, lr, seed_keys, m0, config):
-    init, logs, log_every, batch = config
-    problem, schedule = args
-
-    def one_seed(seed_key, m0):
-        key_init, key_data = jax.random.split(seed_key)
-        if init != "given":
-            m0 = initial_overlaps(key_init, problem.d, 1, init)[0]
-
-        def draw(index):
-            return draw_step_noise(jax.random.fold_in(key_data, index), batch, problem.L, problem.d)
-
-        def step(m, index, noise):
-            return sgd_step(problem, m, schedule(lr * index), lr, noise, batch)
-
-        return _logged_scan(step, lambda m, index: [m], m0, logs, log_every, draw)
-
-    m, first_bad = jax.vmap(one_seed)(seed_keys, m0)
-    return m, None, None, first_bad
+        m, train, test, first_bad = outputs
+        return m, first_bad, train, test
+    return outputs

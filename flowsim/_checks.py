@@ -1,0 +1,73 @@
+"""Validation at the boundary: allowed values, said once, reused by the API, the tasks and the CLI."""
+
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+
+__all__ = ["NON_NEGATIVE", "POSITIVE", "SHARE", "Allowed", "at_least", "check_choice", "check_count", "check_positive"]
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The values a parameter accepts.
+
+    **Fields:**
+
+    - `text`: what is allowed, as a phrase ("a finite number > 0"): used in errors and in --help.
+    - `accepts`: a predicate on a Python number.
+    - `integer`: whether only integers (not bools) are allowed.
+    """
+
+    text: str
+    accepts: Callable[[float], bool]
+    integer: bool = False
+
+    def check(self, name: str, value):
+        """`value` as an int or float if allowed, else ValueError "{name} must be {text}, got {value!r}".
+
+        A traced value (inside a JAX transformation) passes unchecked: it was checked where it was concrete.
+        """
+        if isinstance(value, jax.core.Tracer):
+            return value
+        if self.integer:
+            ok = not isinstance(value, bool) and isinstance(value, numbers.Integral) and self.accepts(int(value))
+            number = int(value) if ok else None
+        else:
+            try:
+                number = float(value) if not isinstance(value, bool | str) else math.nan
+            except (TypeError, ValueError):
+                number = math.nan
+            ok = not math.isnan(number) and self.accepts(number)
+        if not ok:
+            raise ValueError(f"{name} must be {self.text}, got {value!r}")
+        return number
+
+
+def at_least(minimum: int) -> Allowed:
+    """Integers >= minimum."""
+    return Allowed(f"an integer >= {minimum}", lambda x: x >= minimum, integer=True)
+
+
+POSITIVE = Allowed("a finite number > 0", lambda x: math.isfinite(x) and x > 0)
+NON_NEGATIVE = Allowed("a finite number >= 0", lambda x: math.isfinite(x) and x >= 0)
+SHARE = Allowed("a number in [0, 1]", lambda x: 0 <= x <= 1)
+
+
+def check_positive(name: str, value) -> float:
+    """`value` as a float, if it is a finite real number > 0 (a Python, NumPy or JAX scalar)."""
+    return POSITIVE.check(name, value)
+
+
+def check_count(name: str, value, minimum: int) -> int:
+    """`value` as an int, if it is an integer >= minimum (not a bool)."""
+    return at_least(minimum).check(name, value)
+
+
+def check_choice(name: str, value, allowed: tuple):
+    """`value` if it is one of `allowed`, else ValueError naming them."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value

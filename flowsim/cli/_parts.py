@@ -1,0 +1,147 @@
+"""The parts the commands of every task share: the run's record, failures, figures, portrait, comparison."""
+
+import sys
+
+import numpy as np
+
+from flowsim import results
+from flowsim.cli._tables import (
+    _comparison_tables,
+    _fixed_point_table,
+    _format_table,
+    _trajectory_table,
+    _verify_tables,
+)
+
+__all__ = ["finish", "pyplot", "record", "record_failures", "run_comparison", "run_portrait", "save", "write_verify"]
+
+
+def record(args) -> results.RunRecord:
+    """The run's folder (created and checked for writing before anything is computed) and record."""
+    parameters = {name: value for name, value in vars(args).items() if name not in ("run", "checks")}
+    log = results.log_to_stderr if args.progress else None
+    return results.RunRecord(args.out, f"flowsim {args.command}", parameters, seed=getattr(args, "seed", None), log=log)
+
+
+def finish(record: results.RunRecord, failed_claim: str | None = None) -> int:
+    """Write run.json, say where the files are and report failures; the exit status."""
+    record.finish()
+    print(f"\nResults in {record.folder}/ ({record.elapsed:.1f} s):")
+    for name in [*record.files, "run.json"]:
+        print(f"  {record.folder / name}")
+    for failure in record.failures:
+        print(f"{record.command}: numerical failure: {failure['message']}", file=sys.stderr)
+    if failed_claim is not None:
+        print(f"{record.command}: the claim failed: {failed_claim}", file=sys.stderr)
+    return 1 if record.failures or failed_claim is not None else 0
+
+
+def pyplot():
+    """pyplot on the Agg backend: the command line only writes figures, it never shows them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(record: results.RunRecord, figure, stem: str) -> None:
+    record.save_figure(figure, stem)
+    pyplot().close(figure)
+
+
+def record_failures(record, result, what: str) -> None:
+    """Record every failure of a result (`failures()` of a solve, a map, an SGD run) as a numerical failure."""
+    for failure in result.failures():
+        record.fail(
+            f"{what} {failure.index} failed at t = {failure.time:.6g}: {failure.status.name}: {failure.reason}",
+            index=failure.index,
+            t=failure.time,
+            status=failure.status.name.lower(),
+            reason=failure.reason,
+            **({} if failure.step is None else {"step": failure.step}),
+        )
+
+
+def run_portrait(record, task, key, prefix: str, *, trajectories: int, t_max: float, grid: int) -> None:
+    """The phase portrait of the task's planar flow: fixed points printed, CSV and figure written."""
+    from flowsim import figures
+
+    planar = task if task.dimension == 2 else task.restriction()
+    with record.phase("portrait", f"phase portrait: {planar.describe()}"):
+        figure = figures.phase_portrait(task, trajectories=trajectories, key=key, t_max=t_max, grid=grid)
+    points = figure.flowsim_fixed_points
+    record.write_csv(f"{prefix}fixed_points.csv", _fixed_point_table(points, planar))
+    solved = figure.flowsim_trajectories
+    if solved is not None:
+        record.write_csv(f"{prefix}portrait_trajectories.csv", _trajectory_table(solved, planar))
+        record_failures(record, solved, "portrait trajectory")
+    save(record, figure, f"{prefix}phase_portrait")
+    print(f"Fixed points of the {planar.name} ({planar.describe()})")
+    rows = [
+        (
+            "(" + ", ".join(f"{x:+.4f}" for x in p.point) + ")",
+            p.kind,
+            f"{p.value:.6g}",
+            ", ".join(f"{e.real:+.4g}" for e in p.eigenvalues),
+        )
+        for p in points
+    ]
+    print(_format_table((f"({', '.join(planar.state_names)})", "kind", "risk", "eigenvalues"), rows))
+
+
+def run_comparison(record, run, prefix: str, *, progress: bool, reference: str = "flow", **options):
+    """An SGD run against the flow (or the map) from the same starts: table printed, CSV and overlay written.
+
+    `options` go to `compare` (attractor_tol, settle, and `solve_flow`'s options).
+
+    **Returns:** the `Comparison`.
+    """
+    from flowsim import compare, figures
+
+    with record.phase("compare", f"the {reference} from the same starts"):
+        comparison = compare(run, reference=reference, progress=progress, **options)
+    trajectories, deviations = _comparison_tables(comparison, run.task)
+    record.write_csv(f"{prefix}trajectories.csv", trajectories)
+    record.write_csv(f"{prefix}deviations.csv", deviations)
+    save(record, figures.comparison_figure(comparison, run.task), f"{prefix}compare")
+    steps = {failure.index: failure.step for failure in run.failures()}
+    for seed, why in comparison.reasons.items():
+        record.fail(f"seed {seed}: {why}", seed=seed, reason=why, step=steps.get(seed))
+    return comparison
+
+
+def write_verify(record, report, task, prefix: str) -> None:
+    """A verify report: tables written, failures recorded, the claim in the summary, the report printed."""
+    from flowsim import format_report
+
+    table, attractors = _verify_tables(report, task)
+    record.write_csv(f"{prefix}verify.csv", table)
+    record.write_csv(f"{prefix}verify_attractors.csv", attractors)
+    for row in report.rows:
+        if row.failed:
+            record.fail(
+                f"{row.setting}, {row.init} starts: the solver failed on {row.failed} of {row.n} trajectories",
+                setting=row.setting,
+                init=row.init,
+                failed=row.failed,
+            )
+    record.summary["claim_holds"] = report.claim_holds
+    print(format_report(report))
+
+
+def claim_failure(report) -> str | None:
+    """What failed when a verify claim did not hold, else None."""
+    return None if report.claim_holds else f"not {report.claim}"
+
+
+def write_trajectories(record, solved, task, name: str, what: str) -> np.ndarray:
+    """A solve's trajectories and end points as CSV; its failures recorded. **Returns:** the end-point table."""
+    from flowsim.cli._tables import _endpoint_table
+
+    endpoints = _endpoint_table(solved, task)
+    record.write_csv(f"{name}.csv", _trajectory_table(solved, task))
+    record.write_csv("endpoints.csv", endpoints)
+    record_failures(record, solved, what)
+    return endpoints

@@ -1,0 +1,216 @@
+"""Finite-sample SGD: many seeds at once (vmap), steps in `lax.scan`, logging and divergence inside it.
+
+`logged_scan` is the runner every SGD of flowsim uses: a task's chain on its state
+(`run_sgd`, from `AbstractTask.sgd_step`) and a task's own trainers (single-location regression
+in R^d). A seed whose state becomes non-finite keeps what it logged before, is NaN from then on,
+and is reported with its first bad step: status DIVERGED in the run's `status`, and in `failures()`.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+from flowsim import _status
+from flowsim._checks import check_count, check_positive
+from flowsim._status import Failure, Status
+from flowsim._task import check_states
+from flowsim.integrate import evaluate, traced
+from flowsim.maps import risk_along
+
+__all__ = ["SGDRun", "check_lengths", "logged_scan", "make_run", "run_sgd"]
+
+
+class SGDRun(eqx.Module):
+    """Logged trajectories of many seeds.
+
+    **Fields:**
+
+    - `task`: the task trained on (its schedule included).
+    - `steps`: the logged steps 0, log_every, ..., steps, shape (logs,).
+    - `times`: the same on the flow's clock t = lr * step.
+    - `ys`: the logged states (seeds, logs, n); NaN from a divergence on.
+    - `risk`: the population risk of each logged state, (seeds, logs).
+    - `train_risk`, `test_risk`: for training on a fixed dataset, the risk on the training set and on
+      a held-out sample, (seeds, logs); None otherwise.
+    - `status`: a `Status` per seed (SUCCESS or DIVERGED).
+    - `first_bad`: the first step whose state was not finite (-1 where none), (seeds,).
+    """
+
+    task: object
+    steps: np.ndarray
+    times: np.ndarray
+    ys: Float[Array, "seeds logs n"]
+    risk: Float[Array, "seeds logs"]
+    train_risk: Float[Array, "seeds logs"] | None
+    test_risk: Float[Array, "seeds logs"] | None
+    status: Int[Array, " seeds"]
+    first_bad: Int[Array, " seeds"]
+
+    @property
+    def lr(self) -> float:
+        """The step size, from the clock t = lr * step."""
+        return float(self.times[-1] / self.steps[-1])
+
+    @property
+    def scheduled_values(self) -> np.ndarray:
+        """The task's scheduled parameter at each logged step, (logs,)."""
+        return np.asarray(self.task.schedule()(jnp.asarray(self.times, dtype=float)))
+
+    def failures(self) -> list[Failure]:
+        """Every diverged seed, with its first non-finite step."""
+        first_bad = np.asarray(self.first_bad)
+        reasons = {
+            int(i): f"the iterate became non-finite at step {first_bad[i]}" for i in np.flatnonzero(first_bad >= 0)
+        }
+        return _status.failures(self.status, self.lr * np.maximum(first_bad, 0), reasons, first_bad)
+
+
+def logged_scan(step, record, state, logs: int, log_every: int, draw=None):
+    """Run `step` for logs * log_every steps in `lax.scan`, logging as it goes.
+
+    `step(state, n) -> state`, or `step(state, n, draw(n))` when `draw` is given: the random
+    numbers of step n are then drawn in bulk for a chunk of steps before they run (fewer,
+    larger operations per step), and depend on n only, not on the chunking or `log_every`.
+
+    **Returns:** `record(state, n)` (a list of arrays) at n = 0, log_every, ..., stacked on a
+    first axis, then the first step whose state was not finite (-1 if none). From that step on,
+    the state is NaN: a diverged seed logs no half-finite values.
+    """
+    chunk = _chunk_size(log_every) if draw is not None else log_every
+
+    def one_step(carry, noise):
+        state, index, first_bad = carry
+        state = step(state, index) if draw is None else step(state, index, noise)
+        bad = ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(state)]))
+        first_bad = jnp.where((first_bad < 0) & bad, index + 1, first_bad)
+        state = jax.tree.map(lambda x: jnp.where(bad, jnp.nan, x), state)
+        return (state, index + 1, first_bad), None
+
+    def one_chunk(carry, _):
+        noise = None if draw is None else jax.vmap(draw)(carry[1] + jnp.arange(chunk))
+        return jax.lax.scan(one_step, carry, noise, length=chunk)[0], None
+
+    def block(carry, _):
+        carry, _ = jax.lax.scan(one_chunk, carry, None, length=log_every // chunk)
+        return carry, record(carry[0], carry[1])
+
+    start = (state, jnp.asarray(0), jnp.asarray(-1))
+    (_, _, first_bad), logged = jax.lax.scan(block, start, None, length=logs)
+    initial = record(state, jnp.asarray(0))
+    series = [jnp.concatenate([first[None], rest]) for first, rest in zip(initial, logged, strict=True)]
+    return (*series, first_bad)
+
+
+def _chunk_size(log_every: int, largest: int = 256) -> int:
+    """The largest divisor of log_every that is at most `largest` (steps whose noise is drawn at once)."""
+    return next(c for c in range(min(log_every, largest), 0, -1) if log_every % c == 0)
+
+
+def check_lengths(lr, steps, batch, log_every, seeds) -> tuple[float, int, int, int, int]:
+    """The common arguments of every SGD run, validated: lr > 0, counts >= 1, log_every divides steps."""
+    lr = check_positive("lr", lr)
+    steps = check_count("steps", steps, 1)
+    batch = check_count("batch", batch, 1)
+    log_every = check_count("log_every", log_every, 1)
+    seeds = check_count("seeds", seeds, 1)
+    if steps % log_every:
+        raise ValueError(f"log_every = {log_every} must divide steps = {steps}")
+    return lr, steps, batch, log_every, seeds
+
+
+def make_run(task, lr: float, steps: int, log_every: int, ys, first_bad, train=None, test=None) -> SGDRun:
+    """An `SGDRun` from the logged states: the population risk of each (one compiled call per shape)."""
+    logged_steps = np.arange(0, steps + 1, log_every)
+    times = lr * logged_steps.astype(float)
+    ys = jnp.asarray(ys)
+    risk = evaluate(risk_along, jnp.asarray(times), ys, traced(task))
+    first_bad = np.asarray(first_bad)
+    status = np.where(first_bad >= 0, Status.DIVERGED, Status.SUCCESS)
+    return SGDRun(
+        task,
+        logged_steps,
+        times,
+        ys,
+        risk,
+        None if train is None else jnp.asarray(train),
+        None if test is None else jnp.asarray(test),
+        jnp.asarray(status),
+        jnp.asarray(first_bad),
+    )
+
+
+def run_sgd(
+    task, key, *, init="sphere", lr: float, steps: int, batch: int = 1, log_every: int = 1, seeds: int = 1
+) -> SGDRun:
+    """Online SGD on the task's state: the task's exact chain (`AbstractTask.sgd_step`), many seeds at once.
+
+    **Arguments:**
+
+    - `task`: an `AbstractTask` with an SGD chain; its schedule is read at t = lr * step.
+    - `key`: a JAX PRNG key; seed i uses `jax.random.split(key, seeds)[i]`.
+    - `init`: a name of `task.initialisations`, or states of shape (n,) or (seeds, n).
+    - `lr`: the step size (> 0); `steps`: the number of steps (>= 1), a multiple of `log_every`.
+    - `batch`: samples per step (>= 1); `log_every`: log every `log_every` steps (and step 0).
+    - `seeds`: the number of independent runs (>= 1).
+
+    **Returns:** an `SGDRun`.
+    """
+    lr, steps, batch, log_every, seeds = check_lengths(lr, steps, batch, log_every, seeds)
+    y0 = init_states(task, init, seeds)
+    task = traced(task)
+    keys = jax.random.split(key, seeds)
+    ys, first_bad = _run_chain(
+        task,
+        jnp.asarray(lr, dtype=float),
+        keys,
+        y0,
+        (init if y0 is None else None, steps // log_every, log_every, batch),
+    )
+    return make_run(task, lr, steps, log_every, ys, first_bad)
+
+
+def init_states(task, init, seeds: int):
+    """None for a named initialisation (drawn per seed inside the run), else the given states as (seeds, n)."""
+    if isinstance(init, str):
+        if init not in task.initialisations:
+            raise ValueError(
+                f"init must be one of {task.initialisations} or states of shape ({task.dimension},) or "
+                f"(seeds, {task.dimension}), got {init!r}"
+            )
+        return None
+    # Checked before broadcasting: a 1-D init of the wrong length gets the shape message, not NumPy's.
+    y0, valid, reasons = check_states(task, init, "init")
+    if not valid.all():
+        raise ValueError(reasons[int(np.argmin(valid))])
+    if np.ndim(init) == 1:
+        y0 = np.broadcast_to(y0, (seeds, task.dimension))
+    if y0.shape != (seeds, task.dimension):
+        raise ValueError(
+            f"init must have shape ({task.dimension},) or (seeds, {task.dimension}) = ({seeds}, {task.dimension}), "
+            f"got {y0.shape}"
+        )
+    return jnp.asarray(y0)
+
+
+@eqx.filter_jit
+def _run_chain(task, lr, seed_keys, y0, config):
+    init, logs, log_every, batch = config
+
+    def one_seed(seed_key, y0):
+        key_init, key_data = jax.random.split(seed_key)
+        if init is not None:
+            y0 = task.initial_states(key_init, 1, init)[0]
+
+        def draw(index):
+            return task.sgd_noise(jax.random.fold_in(key_data, index), batch)
+
+        def step(y, index, noise):
+            return task.sgd_step(lr * index, y, lr, noise, batch)
+
+        return logged_scan(step, lambda y, index: [y], y0, logs, log_every, draw)
+
+    if y0 is None:
+        return jax.vmap(lambda k: one_seed(k, None))(seed_keys)
+    return jax.vmap(one_seed)(seed_keys, y0)

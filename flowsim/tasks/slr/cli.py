@@ -1,0 +1,623 @@
+"""The command line of single-location regression: its options (defaults from the paper) and commands.
+
+`flowsim.cli` builds the parser from `COMMANDS`; the shared parts (the run's record, portrait,
+comparison, tables) are in `flowsim.cli`.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from flowsim._checks import POSITIVE, SHARE, at_least
+from flowsim.cli import _parts as parts
+from flowsim.cli._options import Command, init_option, option, output_options, parameter_options, schedule_option
+from flowsim.cli._tables import (
+    _attractor_table,
+    _experiment_tables,
+    _format_table,
+    _sgd_table,
+    _state_columns,
+)
+from flowsim.compare import ATTRACTOR_TOL, REFERENCES
+from flowsim.schedules import InverseTimeDecay
+from flowsim.tasks import slr
+from flowsim.tasks.slr._problem import PARAMETERS
+from flowsim.verify import VerifyReport
+
+__all__ = ["COMMANDS", "DESCRIPTION"]
+
+DESCRIPTION = "single-location regression with erf attention (Marion et al., ICLR 2025)"
+
+#: The paper's reference experiments (docs/science.md section 6) that give the defaults.
+_EXPERIMENTS = {experiment.name: experiment for experiment in slr.EXPERIMENTS}
+_POPULATION = _EXPERIMENTS["sphere_small_lambda"]
+_SGD = _EXPERIMENTS["sgd_sphere_schedule"]
+#: --engine values and the names `run_sgd` and `reproduce` give them.
+_ENGINES = {"overlaps": "overlaps", "rd": "Rd"}
+_SOLVERS = ("tsit5", "kvaerno5")
+#: The step budget of `verify_convergence`'s solves, which the demo's comparison uses too (see `_demo`).
+_FLOW_MAX_STEPS = 2_000_000
+#: Saved times of `verify`'s solves (`verify_convergence`'s default), which the demo's SGD logs match.
+_VERIFY_SAVES = 401
+_NAMES = slr.OVERLAP_NAMES
+_INIT_TEXT = (
+    "sphere (k, v uniform on the sphere), manifold (on M, docs/science.md section 6) or realizable overlaps "
+    "kappa,nu,theta,eta,rho"
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Options: what each accepts is said in its --help and checked before a command runs
+
+
+def _task_options(parser, command: str, d_minimum: int = 2, seed=0, **defaults) -> None:
+    """Add the task's options named in `defaults` (with those defaults), then --seed, --out and --progress."""
+    parameter_options(parser, PARAMETERS, defaults, {"d": d_minimum})
+    output_options(parser, command, seed)
+
+
+def _init_option(parser, what: str) -> None:
+    init_option(parser, slr.Problem, what, _INIT_TEXT)
+
+
+def _engine_option(parser, text: str) -> None:
+    parser.add_argument("--engine", choices=tuple(_ENGINES), default="overlaps", help=text)
+
+
+_POPULATION_DEFAULTS = dict(d=_POPULATION.d, L=_POPULATION.L, lam=_POPULATION.lam, gamma=_POPULATION.gamma, eps=0.0)
+_SGD_DEFAULTS = dict(d=_SGD.d, L=_SGD.L, lam=_SGD.lam, gamma=_SGD.gamma, eps=_SGD.eps)
+
+
+def _demo_options(parser) -> None:
+    _task_options(parser, "demo", d_minimum=3, **_POPULATION_DEFAULTS)
+    option(parser, "--bayes-samples", int, 4096, "Monte Carlo samples of the Bayes risk", at_least(2))
+    option(parser, "--sgd-d", int, _SGD.d, "dimension of the SGD run", at_least(5))
+    option(parser, "--sgd-steps", int, _SGD.steps, "steps of the SGD run", at_least(1))
+    option(parser, "--sgd-seeds", int, 8, "seeds of the SGD run", at_least(1))
+    option(parser, "--verify-d", int, _SGD.d, "dimension of the convergence check", at_least(3))
+    option(parser, "--verify-n", int, 8, "starts per initialisation and setting of the check", at_least(1))
+
+
+def _flow_options(parser) -> None:
+    _task_options(parser, "flow", **_POPULATION_DEFAULTS)
+    schedule_option(parser, "alpha", _POPULATION.decay)
+    option(parser, "--alpha", float, _POPULATION.alpha, "step size that maps steps to flow time (--decay)", POSITIVE)
+    _init_option(parser, "initial overlaps")
+    option(parser, "--n", int, 16, "number of trajectories", at_least(1))
+    t_max = _POPULATION.alpha * _POPULATION.steps
+    option(parser, "--t-max", float, t_max, "integration horizon (the paper's 20000 steps of 4e-3)", POSITIVE)
+    option(parser, "--saves", int, 201, "saved times, evenly spaced in [0, t-max]", at_least(2))
+    parser.add_argument(
+        "--solver", choices=_SOLVERS, default="tsit5", help="explicit Tsit5, or implicit Kvaerno5 for stiff flows"
+    )
+    option(parser, "--max-steps", int, _FLOW_MAX_STEPS, "solver steps per trajectory before it fails", at_least(1))
+
+
+def _portrait_options(parser) -> None:
+    _task_options(parser, "portrait", d_minimum=3, **_POPULATION_DEFAULTS)
+    option(parser, "--trajectories", int, 8, "sample trajectories drawn from starts on M", at_least(0))
+    option(parser, "--t-max", float, 200.0, "horizon of the sample trajectories", POSITIVE)
+    option(parser, "--grid", int, 41, "streamline grid points per side", at_least(2))
+    parser.add_argument("--basins", action="store_true", help="also draw the basin map of the 5-D flow")
+    option(parser, "--basin-n", int, 400, "starts of the basin map", at_least(1))
+    parser.add_argument(
+        "--basin-init", choices=slr.INITIALISATIONS, default="sphere", help="initialisation of the basin map's starts"
+    )
+    option(parser, "--basin-t-max", float, 500.0, "horizon of the basin map's trajectories", POSITIVE)
+
+
+def _sgd_run_options(parser, seeds: int) -> None:
+    """The SGD run's options shared by `sgd` and `compare`, at the paper's defaults."""
+    schedule_option(parser, "lr", _SGD.decay)
+    _init_option(parser, "initialisation of every seed")
+    option(parser, "--lr", float, _SGD.alpha, "SGD step size; flow time t = lr * step", POSITIVE)
+    option(parser, "--steps", int, _SGD.steps, "SGD steps", at_least(1))
+    option(parser, "--batch", int, _SGD.batch, "samples per step", at_least(1))
+    option(parser, "--log-every", int, 1000, "log every this many steps (must divide --steps)", at_least(1))
+    option(parser, "--seeds", int, seeds, "independent runs", at_least(1))
+    _engine_option(
+        parser,
+        "online SGD as the exact chain on the five overlaps (cost independent of d; d >= 5, online mode only) "
+        "or with vectors in R^d",
+    )
+
+
+def _sgd_options(parser) -> None:
+    _task_options(parser, "sgd", **_SGD_DEFAULTS)
+    _sgd_run_options(parser, seeds=30)
+    parser.add_argument(
+        "--mode",
+        choices=slr.MODES,
+        default="online",
+        help="fresh samples each step, a fixed dataset of --n samples, or the exact population gradient "
+        "(dataset and population need --engine rd)",
+    )
+    option(parser, "--n", int, None, "dataset size for --mode dataset (a multiple of --batch)", at_least(1))
+    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64", help="precision in R^d")
+
+
+def _compare_options(parser) -> None:
+    _task_options(parser, "compare", **_SGD_DEFAULTS)
+    _sgd_run_options(parser, seeds=8)
+    parser.add_argument(
+        "--reference", choices=REFERENCES, default="flow", help="the gradient flow, or the PGD map at the same lr"
+    )
+    option(parser, "--attractor-tol", float, ATTRACTOR_TOL, "end-point distance for 'same attractor'", POSITIVE)
+
+
+def _verify_options(parser) -> None:
+    _task_options(parser, "verify", d_minimum=3, d=_POPULATION.d, L=_POPULATION.L)
+    option(parser, "--n", int, 64, "starts per initialisation and setting", at_least(1))
+    option(parser, "--t-max", float, 1000.0, "integration horizon", POSITIVE)
+    option(parser, "--tol", float, 1e-3, "max-norm distance to +-(k*, v*) counted as converged", POSITIVE)
+    option(parser, "--min-share", float, 0.99, "share of starts on M that must converge", SHARE)
+    option(parser, "--saves", int, _VERIFY_SAVES, "saved times (resolution of the time to converge)", at_least(2))
+
+
+def _reproduce_options(parser) -> None:
+    _task_options(parser, "reproduce")
+    parser.add_argument("--quick", action="store_true", help="reduced lengths (6000 population, 2000 SGD steps)")
+    option(parser, "--seeds", int, 30, "runs per experiment", at_least(1))
+    parser.add_argument(
+        "--only", nargs="+", choices=tuple(_EXPERIMENTS), metavar="NAME", help=f"only these: {', '.join(_EXPERIMENTS)}"
+    )
+    _engine_option(
+        parser,
+        "every run on the five overlaps (the population PGD map, the online-SGD chain: seconds) or with vectors "
+        "in R^d (to cross-check: minutes to hours)",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared steps of the commands
+
+
+def _problem(args, decay: float = 0.0, clock: float = 1.0) -> slr.Problem:
+    """The task from the options; with decay > 0, lam follows the paper's schedule lam / (1 + decay * step),
+    step = t / clock."""
+    lam = InverseTimeDecay(args.lam, decay, clock) if decay > 0 else args.lam
+    return slr.Problem(d=args.d, L=args.L, lam=lam, gamma=args.gamma, eps=args.eps)
+
+
+def _given_overlaps(init):
+    """--init overlaps checked for realizability (exit status 2 if unrealizable); names pass through."""
+    if isinstance(init, str):
+        return init
+    try:
+        return slr.check_overlaps(init)
+    except ValueError as error:
+        raise ValueError(f"--init {','.join(f'{x:g}' for x in init)}: {error}") from None
+
+
+@dataclass(frozen=True)
+class _SGDSetting:
+    """What an SGD run needs besides the problem (from the options, or the demo's)."""
+
+    init: object
+    lr: float
+    steps: int
+    batch: int
+    log_every: int
+    seeds: int
+    engine: str
+
+
+def _run_sgd_and_compare(record, problem: slr.Problem, key, prefix: str, setting: _SGDSetting, **options) -> None:
+    """Online SGD against the flow (or the map) from the same starts: table printed, CSV and overlay written.
+
+    `options` go to `flowsim.cli._parts.run_comparison` (progress, reference, attractor_tol, solver options).
+    """
+    what = f"online SGD ({setting.engine} engine), {setting.steps} steps x {setting.seeds} seeds, d = {problem.d}"
+    with record.phase("sgd", what):
+        run = slr.run_sgd(
+            problem,
+            key,
+            init=setting.init,
+            lr=setting.lr,
+            steps=setting.steps,
+            batch=setting.batch,
+            log_every=setting.log_every,
+            seeds=setting.seeds,
+            engine=_ENGINES[setting.engine],
+        )
+    comparison = parts.run_comparison(record, run, prefix, **options)
+    init = setting.init if isinstance(setting.init, str) else "given overlaps"
+    print(
+        f"{what}: L = {problem.L}, lam = {problem.schedule().describe()}, gamma = {problem.gamma:.4g}, "
+        f"eps = {problem.eps:g}, init = {init}, lr = {setting.lr:g}, batch = {setting.batch}\n"
+    )
+    print(comparison.table())
+
+
+def _run_verify(record, key, prefix: str, *, d: int, L: int, n: int, **check) -> VerifyReport:
+    """`verify_convergence` at the paper's settings (`check`: its options); table printed, CSV written."""
+    settings = slr.default_settings(d, L)
+    with record.phase("verify", f"flow from {n} starts on M and {n} on the sphere per setting, d = {d}"):
+        report = slr.verify_convergence(settings, key=key, n=n, **check)
+    parts.write_verify(record, report, settings[0].task, prefix)
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+
+
+def _demo(args) -> int:
+    import jax
+
+    problem = _problem(args)
+    record = parts.record(args)
+    keys = [jax.random.fold_in(jax.random.key(args.seed), part) for part in range(4)]
+    with record.phase("risks", f"risks of the baseline predictors (Bayes: {args.bayes_samples} samples)"):
+        risks = _baseline_risks(problem, keys[0], args.bayes_samples)
+    record.write_csv("risks.csv", risks)
+    print(
+        f"Single-location regression: d = {problem.d}, L = {problem.L}, lam = {problem.lam:g}, "
+        f"gamma = {problem.gamma:.4g}, eps = {problem.eps:g}, seed = {args.seed}"
+    )
+    print(f"Population risk E[(Y - T)^2] (Bayes risk >= eps^2 = {problem.eps**2:g})\n")
+    shown = [
+        f"{risk:.6f}" if math.isnan(stderr) else f"{risk:.3e} ± {stderr:.1e}"
+        for risk, stderr in zip(risks["risk"], risks["stderr"], strict=True)
+    ]
+    print(_format_table(("predictor", "risk", "how"), zip(risks["predictor"], shown, risks["how"], strict=True)))
+    print()
+    parts.run_portrait(record, problem, keys[1], "portrait/", trajectories=8, t_max=200.0, grid=41)
+
+    print(f"\nThe paper's SGD run ({_SGD.name}) against the gradient flow, {args.sgd_seeds} seeds")
+    log_every = max(1, args.sgd_steps // (_VERIFY_SAVES - 1))
+    setting = _SGDSetting(
+        init=_SGD.init,
+        lr=_SGD.alpha,
+        steps=args.sgd_steps - args.sgd_steps % log_every,
+        batch=_SGD.batch,
+        log_every=log_every,
+        seeds=args.sgd_seeds,
+        engine="overlaps",
+    )
+    schedule = InverseTimeDecay(_SGD.lam, _SGD.decay, _SGD.alpha)
+    sgd_problem = slr.Problem(args.sgd_d, args.L, schedule, args.gamma, _SGD.eps)
+    _run_sgd_and_compare(
+        record, sgd_problem, keys[2], "compare/", setting, progress=args.progress, max_steps=_FLOW_MAX_STEPS
+    )
+    print(f"\nConvergence claims (flowsim verify --d {args.verify_d} --n {args.verify_n})")
+    report = _run_verify(
+        record,
+        keys[3],
+        "verify/",
+        d=args.verify_d,
+        L=args.L,
+        n=args.verify_n,
+        progress=args.progress,
+        # With the defaults (--verify-d = --sgd-d, --verify-n = --sgd-seeds) the check integrates as many
+        # starts at the same d, on as many saved times and with the same step budget (a static argument)
+        # as the comparison's flow under the schedule: one compiled solve serves both, some 10 s less.
+        n_saves=setting.steps // log_every + 1,
+    )
+    return parts.finish(record, failed_claim=parts.claim_failure(report))
+
+
+def _baseline_risks(problem: slr.Problem, key, bayes_samples: int) -> dict:
+    """The risks of the oracle, linear, Bayes, random and null predictors, as a table."""
+    import jax
+    import jax.numpy as jnp
+
+    key_truth, key_bayes, key_random = jax.random.split(key, 3)
+    truth = slr.ground_truth(key_truth, problem.d)
+    k, v = jax.random.normal(key_random, (2, problem.d))
+    random = slr.overlaps(k / jnp.linalg.norm(k), v / jnp.linalg.norm(v), truth)
+    bayes = slr.bayes_risk(problem, truth, key_bayes, bayes_samples)
+    oracle, linear = float(slr.oracle_risk(problem)), float(slr.linear_risk(problem))
+    random_risk, null = float(slr.population_risk(problem, random)), problem.eps**2 + problem.gamma**2
+    nan = float("nan")
+    rows = [
+        ("oracle (k, v) = (k*, v*)", oracle, nan, "closed form"),
+        ("best linear predictor", linear, nan, "closed form"),
+        ("Bayes predictor", bayes.mean, bayes.stderr, f"Monte Carlo, n = {bayes.n}"),
+        ("random (k, v) on the sphere", random_risk, nan, "closed form"),
+        ("null predictor T = 0", null, nan, "eps^2 + gamma^2"),
+    ]
+    predictor, risk, stderr, how = zip(*rows, strict=True)
+    return {"predictor": predictor, "risk": np.array(risk), "stderr": np.array(stderr), "how": how}
+
+
+def _flow(args) -> int:
+    import jax
+
+    problem = _problem(args, args.decay, args.alpha)
+    init = _given_overlaps(args.init)
+    record = parts.record(args)
+    import diffrax
+
+    from flowsim import figures
+
+    if isinstance(init, str):
+        m0 = np.asarray(slr.initial_overlaps(jax.random.key(args.seed), problem.d, args.n, init))
+    else:
+        m0 = np.broadcast_to(init, (args.n, 5))
+    ts = np.linspace(0.0, args.t_max, args.saves)
+    solver = {"tsit5": diffrax.Tsit5, "kvaerno5": diffrax.Kvaerno5}[args.solver]()
+    with record.phase("integrate", f"{args.n} trajectories to t = {args.t_max:g} ({args.solver})"):
+        solved = slr.solve_flow(problem, m0, ts, solver=solver, max_steps=args.max_steps, progress=args.progress)
+    endpoints = parts.write_trajectories(record, solved, problem, "trajectories", "trajectory")
+    parts.save(record, figures.trajectory_projections(solved, problem), "trajectories")
+    print(
+        f"Gradient flow: d = {problem.d}, L = {problem.L}, lam = {problem.schedule().describe()}, "
+        f"gamma = {problem.gamma:.4g}, eps = {problem.eps:g}, init = {args.init if isinstance(init, str) else 'given'}"
+        f", {args.n} trajectories to t = {args.t_max:g}\n"
+    )
+    risk = np.asarray(solved.observed)[:, -1]
+    rows = [
+        (
+            i,
+            endpoints["status"][i],
+            f"{endpoints['t_final'][i]:.6g}",
+            *(f"{endpoints[name][i]:+.4f}" for name in _NAMES),
+            f"{risk[i]:.6g}",
+        )
+        for i in range(args.n)
+    ]
+    print(_format_table(("trajectory", "status", "t_final", *_NAMES, "risk"), rows))
+    return parts.finish(record)
+
+
+def _portrait(args) -> int:
+    import jax
+
+    problem = _problem(args)
+    record = parts.record(args)
+    key = jax.random.key(args.seed)
+    parts.run_portrait(
+        record,
+        problem,
+        jax.random.fold_in(key, 0),
+        "",
+        trajectories=args.trajectories,
+        t_max=args.t_max,
+        grid=args.grid,
+    )
+    if args.basins:
+        from flowsim import figures
+
+        with record.phase("basins", f"{args.basin_n} {args.basin_init} starts to t = {args.basin_t_max:g}"):
+            figure = figures.basin_map(
+                problem, n=args.basin_n, key=jax.random.fold_in(key, 1), kind=args.basin_init, t_max=args.basin_t_max
+            )
+        found, labels, starts = figure.flowsim_attractors, figure.flowsim_labels, figure.flowsim_starts
+        record.write_csv(
+            "basins.csv", {"start": np.arange(len(starts)), **_state_columns(starts, _NAMES), "attractor": labels}
+        )
+        record.write_csv("attractors.csv", _attractor_table(found, problem))
+        parts.record_failures(record, figure.flowsim_trajectories, "basin start")
+        parts.save(record, figure, "basins")
+        print(f"\nAttractors reached from {len(starts)} {args.basin_init} starts by t = {args.basin_t_max:g}")
+        rows = [
+            (
+                ", ".join(f"{x:+.4f}" for x in a.point),
+                a.kind,
+                f"{a.risk:.6g}",
+                f"{a.share:.1%}",
+                "yes" if a.is_target else "",
+            )
+            for a in found
+        ]
+        print(_format_table(("(kappa, nu, theta, eta, rho)", "kind", "risk", "share", "oracle"), rows))
+        print(f"not converged: {np.mean(labels < 0):.1%}")
+    return parts.finish(record)
+
+
+def _sgd(args) -> int:
+    import jax
+
+    setting = _sgd_setting(args)
+    problem = _problem(args, args.decay, args.lr)
+    if args.mode != "online" and args.engine == "overlaps":
+        raise ValueError(f"--engine overlaps runs online SGD only: --mode {args.mode} needs --engine rd")
+    if args.mode == "dataset" and args.n is None:
+        raise ValueError("--mode dataset needs --n, the dataset size (a multiple of --batch)")
+    record = parts.record(args)
+    what = f"{args.mode} SGD ({args.engine} engine), {args.steps} steps x {args.seeds} seeds, d = {problem.d}"
+    with record.phase("sgd", what):
+        run = slr.run_sgd(
+            problem,
+            jax.random.key(args.seed),
+            init=setting.init,
+            lr=setting.lr,
+            steps=setting.steps,
+            batch=setting.batch,
+            mode=args.mode,
+            log_every=setting.log_every,
+            seeds=setting.seeds,
+            n=args.n,
+            dtype=args.dtype,
+            engine=_ENGINES[setting.engine],
+        )
+    record.write_csv("trajectories.csv", _sgd_table(run))
+    title = f"{what}, lr = {args.lr:g}, batch = {args.batch}, $\\lambda$ = {problem.schedule().describe()}"
+    parts.save(record, _sgd_figure(run, title), "sgd")
+    for failure in run.failures():
+        record.fail(
+            f"seed {failure.index} diverged at step {failure.step} (t = {failure.time:.6g}): "
+            "the iterate became non-finite",
+            seed=failure.index,
+            step=failure.step,
+            t=failure.time,
+        )
+    print(f"{what}: overlaps and population risk at step {run.steps[-1]} (t = {run.times[-1]:g})\n")
+    m, risk = np.asarray(run.ys)[:, -1], np.asarray(run.risk)[:, -1]
+    diverged = {failure.index: failure.step for failure in run.failures()}
+    rows = [
+        (seed, *(f"{x:+.4f}" for x in m[seed]), f"{risk[seed]:.6g}", diverged.get(seed, ""))
+        for seed in range(args.seeds)
+    ]
+    print(_format_table(("seed", *_NAMES, "risk", "diverged at step"), rows))
+    return parts.finish(record)
+
+
+def _sgd_figure(run: slr.SGDRun, title: str):
+    """kappa, nu, the distance to M (log axis) and the risks against t, one colour per seed; held-out risk dashed."""
+    from flowsim import figures
+
+    ys, risk = np.asarray(run.ys), np.asarray(run.risk)
+    figure = figures.sgd_figure(run.task, run.times, ys, risk, title=title)
+    if run.test_risk is not None:
+        ax = figure.axes[-1]
+        for seed, series in enumerate(np.asarray(run.test_risk)):
+            ax.plot(run.times, series, color=f"C{seed % 10}", lw=1.0, ls="--")
+        ax.plot([], [], color="black", ls="--", label="held-out risk")
+        ax.legend(fontsize=figures.LEGEND_SIZE)
+    return figure
+
+
+def _compare(args) -> int:
+    import jax
+
+    setting = _sgd_setting(args)
+    problem = _problem(args, args.decay, args.lr)
+    record = parts.record(args)
+    _run_sgd_and_compare(
+        record,
+        problem,
+        jax.random.key(args.seed),
+        "",
+        setting,
+        progress=args.progress,
+        reference=args.reference,
+        attractor_tol=args.attractor_tol,
+    )
+    return parts.finish(record)
+
+
+def _sgd_setting(args) -> _SGDSetting:
+    """The SGD options of `sgd` and `compare`, checked together."""
+    if args.steps % args.log_every:
+        raise ValueError(f"--log-every {args.log_every} must divide --steps {args.steps}")
+    return _SGDSetting(
+        init=_given_overlaps(args.init),
+        lr=args.lr,
+        steps=args.steps,
+        batch=args.batch,
+        log_every=args.log_every,
+        seeds=args.seeds,
+        engine=args.engine,
+    )
+
+
+def _verify(args) -> int:
+    import jax
+
+    record = parts.record(args)
+    report = _run_verify(
+        record,
+        jax.random.key(args.seed),
+        "",
+        d=args.d,
+        L=args.L,
+        n=args.n,
+        t_max=args.t_max,
+        tol=args.tol,
+        min_share=args.min_share,
+        progress=args.progress,
+        n_saves=args.saves,
+    )
+    return parts.finish(record, failed_claim=parts.claim_failure(report))
+
+
+def _reproduce(args) -> int:
+    import jax
+
+    from flowsim import summary_table
+
+    chosen = [_EXPERIMENTS[name] for name in args.only] if args.only else list(slr.EXPERIMENTS)
+    record = parts.record(args)
+    length = "quick" if args.quick else "full"
+    print(
+        f"Reproducing {len(chosen)} reference experiments ({length} length, {args.seeds} seeds, "
+        f"{args.engine} engine, seed {args.seed})"
+    )
+    record.log(f"experiments: {', '.join(experiment.name for experiment in chosen)}")
+    runs = slr.reproduce(
+        jax.random.key(args.seed),
+        quick=args.quick,
+        seeds=args.seeds,
+        experiments=chosen,
+        log=record.log,
+        engine=_ENGINES[args.engine],
+    )
+    for result in runs:
+        record.phases[result.experiment.name] = result.seconds
+        parts.save(record, slr.experiment_figure(result), result.experiment.name)
+        _record_divergences(record, result)
+    summary, attractors, trajectories = _experiment_tables(runs, chosen[0].task)
+    record.write_csv("summary.csv", summary)
+    record.write_csv("attractors.csv", attractors)
+    record.write_csv("trajectories.csv", trajectories)
+    print()
+    print(summary_table(runs))
+    return parts.finish(record)
+
+
+def _record_divergences(record, result) -> None:
+    finite = np.isfinite(result.ys).all(axis=-1)
+    for seed in np.flatnonzero(~finite.all(axis=1)):
+        step = int(result.steps[np.argmin(finite[seed])])
+        record.fail(
+            f"{result.experiment.name}, seed {seed}: diverged by logged step {step}",
+            experiment=result.experiment.name,
+            seed=int(seed),
+            step=step,
+        )
+
+
+#: name, what it does (its --help), the function that runs it, the function that adds its options.
+COMMANDS = (
+    Command(
+        "demo",
+        "the tour in about a minute: baseline risks, the phase portrait on M, the paper's SGD run against the "
+        "gradient flow (overlap engine), and the convergence check of `verify` with few starts",
+        _demo,
+        _demo_options,
+    ),
+    Command(
+        "flow",
+        "integrate the projected gradient flow on the five overlaps from n starts; write the trajectories",
+        _flow,
+        _flow_options,
+    ),
+    Command(
+        "portrait",
+        "phase portrait of the flow on M = {theta = eta = rho = 0} with its fixed points; optionally the basins "
+        "of the 5-D flow's attractors",
+        _portrait,
+        _portrait_options,
+    ),
+    Command(
+        "sgd",
+        "train (k, v) by SGD (online, on a fixed dataset, or population PGD) from many seeds; defaults: the "
+        "paper's SGD run",
+        _sgd,
+        _sgd_options,
+    ),
+    Command(
+        "compare",
+        "run online SGD and compare it with the gradient flow from the same starts: deviations and overlay; "
+        "defaults: the paper's SGD run",
+        _compare,
+        _compare_options,
+    ),
+    Command(
+        "verify",
+        "integrate the flow from many starts at the paper's settings and check the convergence claims "
+        "(exit status 1 if 'almost every start on M converges to +-(k*, v*)' fails)",
+        _verify,
+        _verify_options,
+    ),
+    Command(
+        "reproduce",
+        "run the paper's five reference experiments (docs/science.md section 6): summary table and the four-panel "
+        "figure of each",
+        _reproduce,
+        _reproduce_options,
+    ),
+)
