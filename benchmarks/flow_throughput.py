@@ -46,9 +46,9 @@ import scipy.integrate
 import scipy.special
 
 from flowsim import slr
-from flowsim.tasks.slr import _generated as generated
 from flowsim.integrate import ATOL as DEFAULT_ATOL
 from flowsim.integrate import RTOL as DEFAULT_RTOL
+from flowsim.tasks.slr import _generated as generated
 
 IVP_RTOL, IVP_ATOL = 1e-8, 1e-10
 

@@ -1,4 +1,4 @@
-"""Online SGD on the five overlaps (run_sgd(engine="overlaps")) against SGD in R^d (engine="Rd").
+"""Online SGD on the five overlaps (run_sgd(engine="overlaps")) against SGD in R^d (engine="rd").
 
 Issue 5's targets, all measured in one process:
 
@@ -68,7 +68,7 @@ def _paper_run(engine, steps, seed):
 def paper(args):
     steps = 20_000 if args.quick else PAPER["steps"]
     first, best = timed(lambda: _paper_run("overlaps", steps, args.seed), args.repeats)
-    rd_first, rd_best = timed(lambda: _paper_run("Rd", args.rd_steps, args.seed), args.repeats)
+    rd_first, rd_best = timed(lambda: _paper_run("rd", args.rd_steps, args.seed), args.repeats)
     overlaps_total = best * PAPER["steps"] / steps
     rd_total = rd_best * PAPER["steps"] / args.rd_steps
     print(
@@ -101,7 +101,7 @@ def cost_per_d(args):
             )
 
         _, overlaps = timed(partial(run, "overlaps", 30, steps), args.repeats)
-        _, rd = timed(partial(run, "Rd", rd_seeds, rd_steps), args.repeats)
+        _, rd = timed(partial(run, "rd", rd_seeds, rd_steps), args.repeats)
         per_overlaps, per_rd = overlaps / (30 * steps), rd / (rd_seeds * rd_steps)
         print(
             f"{d:>9} {1e6 * per_overlaps:>22.2f} {1e6 * per_rd:>17.1f} {f'{rd_seeds} x {rd_steps}':>18} "

@@ -6,7 +6,7 @@ step's Gaussian samples. Both are measured in the same run, on the same seeds an
 - SGD: `run_sgd(problem, key, mode="online", batch=B, steps=S, seeds=N, log_every=S)` (one
   log at the end, so the closed-form risk is evaluated twice per seed, not per step);
 - baseline: a jitted `lax.scan` over the same S steps, vmapped over the same N seeds, that
-  draws exactly the samples run_sgd draws (`flowsim.tasks.slr._data._sample` with the same hidden
+  draws exactly the samples run_sgd draws (`flowsim.tasks.slr._data.sample` with the same hidden
   directions and the same `fold_in(data key, step)` keys) and only sums X and y (so XLA cannot
   drop any of the draws).
 
@@ -36,7 +36,7 @@ import numpy as np
 from flowsim import slr
 from flowsim.integrate import traced
 from flowsim.schedules import InverseTimeDecay
-from flowsim.tasks.slr._data import _ground_truth, _sample
+from flowsim.tasks.slr._data import ground_truth, sample
 
 #: (d, L, batch, seeds, steps): seeds and steps chosen so that a timed SGD call lasts > 1 s on a
 #: 2-core CPU. The largest shape draws 25.6M Gaussians per seed and step, so it runs 2 seeds
@@ -66,10 +66,10 @@ def _draw_only(problem, seed_keys, steps, batch):
 
     def one_seed(seed_key):
         key_truth, _, key_data, _ = jax.random.split(seed_key, 4)
-        truth = _ground_truth(key_truth, problem.d)
+        truth = ground_truth(key_truth, problem.d)
 
         def step(total, n):
-            X, y, _ = _sample(problem, truth, jax.random.fold_in(key_data, n), batch, jnp.float64)
+            X, y, _ = sample(problem, truth, jax.random.fold_in(key_data, n), batch, jnp.float64)
             return total + jnp.sum(X) + jnp.sum(y), None
 
         total, _ = jax.lax.scan(step, jnp.zeros(()), jnp.arange(steps))

@@ -196,7 +196,7 @@ def _equations_markdown(pieces: dict[str, sp.Expr], risk: sp.Expr) -> str:
         "",
         "Every equation below is derived by SymPy in `derivations/` from the model's definition",
         "and the lemma table of `derivations/lemmas.py`; the same expressions are compiled into",
-        "`flowsim/_generated/`.",
+        "`flowsim/tasks/slr/_generated.py`.",
         "",
         "Notation: overlaps $\\kappa = \\langle k, k^*\\rangle$, $\\nu = \\langle v, v^*\\rangle$,",
         "$\\theta = \\langle v, k^*\\rangle$, $\\eta = \\langle k, v^*\\rangle$,",
@@ -217,6 +217,6 @@ def _equations_markdown(pieces: dict[str, sp.Expr], risk: sp.Expr) -> str:
     lines += flow.flow_markdown(risk, _LATEX_NAMES)
     lines += [
         "The Jacobians of the 5-D flow and of the flow on M are their symbolic derivatives; all of",
-        "the above are compiled into `flowsim/_generated/slr.py`.",
+        "the above are compiled into `flowsim/tasks/slr/_generated.py`.",
     ]
     return "\n".join(lines)

@@ -6,7 +6,10 @@ first one is re-exported as `flowsim.slr`. Importing flowsim enables float64 in 
 (see `flowsim._config`).
 """
 
-from flowsim import _config  # noqa: F401  (float64 before anything is traced)
+from flowsim import (
+    _checkout,
+    _config,  # noqa: F401  (float64 before anything is traced)
+)
 from flowsim._status import Failure, Status
 from flowsim._task import (
     AbstractTask,
@@ -26,6 +29,8 @@ from flowsim.tasks import TASKS, slr
 from flowsim.verify import Setting, VerifyReport, VerifyRow, format_report, verify_convergence
 
 __version__ = "0.1.0"
+
+_checkout.install()  # `import flowsim.derivations` from a checkout, as from an install
 
 __all__ = [
     "TASKS",

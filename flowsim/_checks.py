@@ -6,8 +6,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import jax
+import numpy as np
 
-__all__ = ["NON_NEGATIVE", "POSITIVE", "SHARE", "Allowed", "at_least", "check_choice", "check_count", "check_positive"]
+__all__ = [
+    "NON_NEGATIVE",
+    "POSITIVE",
+    "SHARE",
+    "Allowed",
+    "at_least",
+    "check_choice",
+    "check_count",
+    "check_positive",
+    "check_shape",
+]
 
 
 @dataclass(frozen=True)
@@ -71,3 +82,11 @@ def check_choice(name: str, value, allowed: tuple):
     if value not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     return value
+
+
+def check_shape(name: str, value, shape: tuple[int, ...], meaning: str = "") -> np.ndarray:
+    """`value` as a float64 array, if it has `shape`, else ValueError naming it (`meaning`: how to read the shape)."""
+    array = np.asarray(value, dtype=float)
+    if array.shape != shape:
+        raise ValueError(f"{name} must have shape {meaning or ''}{shape}, got {array.shape}")
+    return array

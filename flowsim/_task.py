@@ -32,6 +32,9 @@ __all__ = [
     "images",
     "max_abs",
     "show_state",
+    "task_jacobian",
+    "task_risk",
+    "task_vector_field",
 ]
 
 
@@ -215,6 +218,24 @@ def _fields(task) -> dict:
     import dataclasses
 
     return {field.name: getattr(task, field.name) for field in dataclasses.fields(task) if field.init}
+
+
+# --- a task's methods as functions f(t, y, task), the form `integrate` and `evaluate` take ----
+
+
+def task_vector_field(t, y, task: AbstractTask):
+    """`task.vector_field(t, y)`, with the task as the argument the engine's solvers pass along."""
+    return task.vector_field(t, y)
+
+
+def task_risk(t, y, task: AbstractTask):
+    """`task.risk(t, y)`, in the (t, y, args) form."""
+    return task.risk(t, y)
+
+
+def task_jacobian(t, y, task: AbstractTask):
+    """`task.jacobian(t, y)`, in the (t, y, args) form."""
+    return task.jacobian(t, y)
 
 
 # --- the symmetry group, used by the engine wherever states are compared ----------------------

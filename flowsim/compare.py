@@ -229,7 +229,7 @@ def compare(
     )
 
 
-class SweepResult:
+class SweepResult(eqx.Module):
     """How the deviation from the deterministic limit changes along one parameter.
 
     **Fields:**

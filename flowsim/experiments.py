@@ -15,9 +15,11 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import check_choice, check_count, check_positive
+from flowsim._checks import check_choice, check_count, check_positive, check_shape
+from flowsim._status import Failure
+from flowsim._task import task_risk
 from flowsim.fixedpoints import Attractor
-from flowsim.integrate import _task_risk, evaluate, solve_flow, traced
+from flowsim.integrate import evaluate, solve_flow, traced
 from flowsim.maps import iterate_map, risk_along
 from flowsim.outcomes import classify_end_points
 from flowsim.sgd import run_sgd
@@ -70,6 +72,8 @@ class ExperimentResult(eqx.Module):
     - `ode_ys`, `ode_excess_risk`: for SGD, the gradient flow from each seed's initial state at
       the logged times (same shapes); None for population runs.
     - `summary`: a `Summary`; `seconds`: wall time of the run and its summary.
+    - `status`: a `Status` per seed (SUCCESS or DIVERGED); `failed`: the run's `Failure`s (also
+      `failures()`), each with its first non-finite step.
     """
 
     experiment: object
@@ -83,11 +87,17 @@ class ExperimentResult(eqx.Module):
     ode_ys: np.ndarray | None
     ode_excess_risk: np.ndarray | None
     summary: Summary
+    status: np.ndarray
+    failed: tuple[Failure, ...]
     seconds: float = float("nan")
 
     @property
     def seeds(self) -> int:
         return self.ys.shape[0]
+
+    def failures(self) -> list[Failure]:
+        """Every diverged seed, with its first non-finite step (as `SGDRun.failures`)."""
+        return list(self.failed)
 
     @property
     def scheduled_values(self) -> np.ndarray:
@@ -121,7 +131,7 @@ def _summarize(task, algorithm: str, finals, final_excess, final_time: float, to
         final_time=final_time,
         final_excess=float(np.mean(excess)) if excess.size else float("nan"),
         final_excess_median=float(np.median(excess)) if excess.size else float("nan"),
-        target_excess=float(evaluate(_task_risk, final_time, target, task)) - task.risk_floor(),
+        target_excess=float(evaluate(task_risk, final_time, target, task)) - task.risk_floor(),
     )
 
 
@@ -163,11 +173,7 @@ def run_experiment(
     tol = check_positive("tol", tol)
     task = experiment.task
     if y0 is not None:
-        y0 = np.asarray(y0, dtype=float)
-        if y0.shape != (seeds, task.dimension):
-            raise ValueError(
-                f"y0 must have shape (seeds, {task.dimension}) = ({seeds}, {task.dimension}), got {y0.shape}"
-            )
+        y0 = check_shape("y0", y0, (seeds, task.dimension), f"(seeds, {task.dimension}) = ")
     start = time.perf_counter()
     steps, log_every = lengths(experiment.steps, scale, log_points)
     ode_ys = ode_excess = None
@@ -202,18 +208,20 @@ def run_experiment(
     excess = risk - floor
     summary = _summarize(task, experiment.algorithm, ys[:, -1], excess[:, -1], float(times[-1]), tol)
     return ExperimentResult(
-        experiment,
-        engine,
-        scale,
-        np.asarray(run.steps),
-        times,
-        ys,
-        excess,
-        target_risk - floor,
-        ode_ys,
-        ode_excess,
-        summary,
-        time.perf_counter() - start,
+        experiment=experiment,
+        engine=engine,
+        scale=scale,
+        steps=np.asarray(run.steps),
+        times=times,
+        ys=ys,
+        excess_risk=excess,
+        target_excess=target_risk - floor,
+        ode_ys=ode_ys,
+        ode_excess_risk=ode_excess,
+        summary=summary,
+        status=np.asarray(run.status),
+        failed=tuple(run.failures()),
+        seconds=time.perf_counter() - start,
     )
 
 

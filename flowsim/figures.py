@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 
+from flowsim._task import task_vector_field
 from flowsim.compare import REFERENCE_NAMES, Comparison
 from flowsim.fixedpoints import attractors, fixed_points
-from flowsim.integrate import Trajectories, _task_field, evaluate, solve_flow
+from flowsim.integrate import Trajectories, evaluate, solve_flow
 from flowsim.results import save_figure  # re-exported: every figure is written through it (atomic PNG + PDF)
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def _draw_streamlines(ax, planar, grid: int) -> None:
 
 
 #: The planar field on a grid of points (rows, columns, 2): one compilation per grid shape.
-_field_on_grid = jax.vmap(jax.vmap(_task_field, (None, 0, None)), (None, 0, None))
+_field_on_grid = jax.vmap(jax.vmap(task_vector_field, (None, 0, None)), (None, 0, None))
 
 
 def _velocity(planar, x, y) -> np.ndarray:
@@ -284,7 +285,7 @@ def basin_map(
       restriction's).
     - `grid`: a regular lattice of cell centres of the planar restriction's box
       (`AbstractTask.restriction`), lifted to the task's state, instead of random starts (an odd side
-      puts one start on the box's centre).
+      puts one start on the box's centre); a `kind` given with it must be one of the restriction's.
     - `ax`: draw into these axes instead of a new figure.
 
     **Returns:** the Figure, with `flowsim_attractors` (list of `Attractor`), `flowsim_labels`
@@ -292,8 +293,14 @@ def basin_map(
     `flowsim_trajectories` (the `Trajectories`, saved at geometric times, e.g. for
     `trajectory_projections`).
     """
-    kind = task.initialisations[0] if kind is None else kind
     planar = task.restriction() if grid else None
+    # The lattice lies in the restriction's plane: a kind of start outside it would be silently ignored.
+    if grid and kind is not None and kind not in planar.initialisations:
+        raise ValueError(
+            f"grid=True draws a lattice of the plane {planar.state_names}, starts of "
+            f'kind="{planar.initialisations[0]}": got kind={kind!r}'
+        )
+    kind = task.initialisations[0] if kind is None else kind
     pair = tuple(pair) if pair is not None else tuple((planar or task).state_names[:2])
     if grid and pair != tuple(planar.state_names):
         raise ValueError(

@@ -13,8 +13,15 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
-from flowsim._task import canonical, distance_to_targets, distance_up_to_symmetry
-from flowsim.integrate import _task_field, _task_risk, evaluate, traced
+from flowsim._task import (
+    canonical,
+    distance_to_targets,
+    distance_up_to_symmetry,
+    task_jacobian,
+    task_risk,
+    task_vector_field,
+)
+from flowsim.integrate import evaluate, traced
 
 __all__ = [
     "KINDS",
@@ -148,10 +155,6 @@ def describe_fixed_point(
     return FixedPoint(np.asarray(root), classify(eigenvalues, band), eigenvalues, residual, value)
 
 
-def _task_jacobian(t, y, task):
-    return task.jacobian(t, y)
-
-
 def _in_state_space(task, atol: float) -> Callable[[np.ndarray], bool]:
     return lambda y: not task.unrealizable(np.asarray(y)[None], atol=atol)
 
@@ -170,13 +173,13 @@ def fixed_points(task, starts, *, t: float = 0.0, band: float = 1e-8, **options)
     """
     starts = np.asarray(starts, dtype=float)
     return find_fixed_points(
-        _task_field,
-        _task_jacobian,
+        task_vector_field,
+        task_jacobian,
         starts,
         task,
         t=t,
         accept=_in_state_space(task, 1e-9),
-        observe=_task_risk,
+        observe=task_risk,
         band=band,
         **options,
     )
@@ -227,7 +230,7 @@ def attractors(
     finals = np.asarray(final_states, dtype=float)
     finite = np.isfinite(finals).all(axis=-1)
     starts = jnp.asarray(np.where(finite[:, None], finals, 0.0))
-    roots, converged = newton_polish(_task_field, starts, traced(task), jnp.asarray(t, float))
+    roots, converged = newton_polish(task_vector_field, starts, traced(task), jnp.asarray(t, float))
     roots, converged = np.asarray(roots), np.asarray(converged) & finite
     near = converged & (np.max(np.abs(roots - np.where(finite[:, None], finals, 0.0)), axis=-1) <= merge_tol)
     roots = canonical(task, roots)
@@ -248,7 +251,7 @@ def attractors(
     for j, centre in enumerate(centres):
         # The centre is already a Newton root: only its residual and stability remain to compute.
         point = describe_fixed_point(
-            _task_field, _task_jacobian, centre, task, t=t, observe=_task_risk, residual_tol=residual_tol, band=band
+            task_vector_field, task_jacobian, centre, task, t=t, observe=task_risk, residual_tol=residual_tol, band=band
         )
         if point is None:
             labels[labels == j] = -1

@@ -18,7 +18,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from flowsim import _status
 from flowsim._status import Failure, Status
-from flowsim._task import check_states
+from flowsim._task import check_states, task_risk, task_vector_field
 
 __all__ = ["Failure", "Status", "Trajectories", "evaluate", "integrate", "solve_flow", "traced"]
 
@@ -225,14 +225,6 @@ def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol,
     return jax.vmap(one)(y0)
 
 
-def _task_field(t, y, task):
-    return task.vector_field(t, y)
-
-
-def _task_risk(t, y, task):
-    return task.risk(t, y)
-
-
 def solve_flow(task, y0, ts, **options) -> Trajectories:
     """Integrate the gradient flow of a task from a batch of initial states.
 
@@ -250,4 +242,6 @@ def solve_flow(task, y0, ts, **options) -> Trajectories:
     """
     y0, valid, reasons = check_states(task, y0)
     options.setdefault("max_steps", task.flow_max_steps())
-    return integrate(_task_field, y0, ts, task, observe=_task_risk, valid=valid, invalid_reasons=reasons, **options)
+    return integrate(
+        task_vector_field, y0, ts, task, observe=task_risk, valid=valid, invalid_reasons=reasons, **options
+    )

@@ -9,7 +9,7 @@ from jaxtyping import Array, Float, Int
 from flowsim import _status
 from flowsim._checks import check_count, check_positive
 from flowsim._status import Failure, Status
-from flowsim._task import check_states
+from flowsim._task import check_states, task_risk
 from flowsim.integrate import evaluate, traced
 
 __all__ = ["MapTrajectories", "iterate_map", "risk_along"]
@@ -42,12 +42,8 @@ class MapTrajectories(eqx.Module):
         return _status.failures(self.status, alpha * np.maximum(first_bad, 0), reasons, first_bad)
 
 
-def _risk_of(t, y, task):
-    return task.risk(t, y)
-
-
 #: The risk of each logged state at its time: times (logs,), ys (batch, logs, n).
-risk_along = jax.vmap(jax.vmap(_risk_of, (0, 0, None)), (None, 0, None))
+risk_along = jax.vmap(jax.vmap(task_risk, (0, 0, None)), (None, 0, None))
 
 
 def iterate_map(task, y0, alpha: float, steps: int, *, log_every: int = 1) -> MapTrajectories:

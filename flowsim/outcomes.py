@@ -6,13 +6,13 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from flowsim._task import distance_to_targets
+from flowsim._task import distance_to_targets, task_vector_field
 from flowsim.fixedpoints import Attractor, attractors
-from flowsim.integrate import _task_field, evaluate
+from flowsim.integrate import evaluate
 
 __all__ = ["Outcomes", "classify_end_points"]
 
-_field_batch = jax.vmap(_task_field, (None, 0, None))
+_field_batch = jax.vmap(task_vector_field, (None, 0, None))
 
 
 class Outcomes(eqx.Module):

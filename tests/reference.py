@@ -1,4 +1,4 @@
-"""Independent references for the tests: the published closed forms of SPEC.md, in NumPy/SciPy.
+"""Independent references for the tests: the published closed forms (docs/science.md), in NumPy/SciPy.
 
 Nothing here is imported by flowsim: these formulas are typed from the paper's
 statement, not generated, so agreement with the SymPy derivation is a real check.
@@ -16,7 +16,7 @@ def zeta(t, b):
 
 
 def published_risk(m, d, L, lam, gamma, eps):
-    """The population risk of SPEC.md section 3 (authors' closed form)."""
+    """The population risk of docs/science.md section 3 (authors' closed form)."""
     kappa, nu, theta, eta, rho = np.moveaxis(np.asarray(m, dtype=float), -1, 0)
     g, s = gamma**2, math.sqrt(d / 2)
     q, q4 = 1 + 2 * lam**2 * g, 1 + 4 * lam**2 * g
@@ -62,7 +62,7 @@ def published_risk(m, d, L, lam, gamma, eps):
 
 
 def published_oracle_risk(d, L, lam, gamma, eps):
-    """SPEC.md section 4 by quadrature: eps^2 + g E[(1 - erf(lam (s + gamma Z)))^2] + (L - 1) zeta(0; lam)."""
+    """docs/science.md section 4 by quadrature: eps^2 + g E[(1 - erf(lam (s + gamma Z)))^2] + (L - 1) zeta(0; lam)."""
     s = math.sqrt(d / 2)
     integrand = lambda z: (1 - special.erf(lam * (s + gamma * z))) ** 2 * np.exp(-(z**2) / 2)  # noqa: E731
     mean = integrate.quad(integrand, -np.inf, np.inf, epsabs=1e-14, epsrel=1e-13, limit=200)[0] / math.sqrt(2 * math.pi)

@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 
 from flowsim import results, slr
-from flowsim.tasks.slr import _generated as generated
 from flowsim.cli import main
 from flowsim.integrate import evaluate
+from flowsim.tasks.slr import _generated as generated
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 #: The sizes the runs in this process share: dimension, tokens, starts (or seeds), saved (or logged) times.
@@ -280,7 +280,7 @@ def test_reproduce_writes_the_summary_and_every_logged_step(tmp_path, capsys):
     _assert_record(tmp_path, "reproduce", quick=True, seeds=N, only=["init_manifold"], engine="overlaps", seed=0)
     (summary,) = _table(tmp_path / "summary.csv")
     assert (summary["experiment"], summary["steps"], summary["seeds"]) == ("init_manifold", "6000", str(N))
-    assert int(summary["reached"]) + int(summary["approaching"]) == N  # SPEC.md section 5, on M
+    assert int(summary["reached"]) + int(summary["approaching"]) == N  # docs/science.md section 5, on M
     rows = _table(tmp_path / "trajectories.csv")
     assert len(rows) == N * (6000 // 30 + 1)
     np.testing.assert_allclose(_column(rows, "t"), 4e-3 * _column(rows, "step"), rtol=1e-15)

@@ -19,17 +19,21 @@ import jax
 import numpy as np
 import pytest
 
+import flowsim
 from flowsim import schedules, slr
 from flowsim.cli import main
-from flowsim.tasks.slr._compare import _distance_up_to_sign
 
 PROBLEM = slr.Problem(d=16, L=4, lam=0.5)
 #: lam = 0.5 / (1 + 0.125 t): a function of t, so one object serves every lr and the flow.
 SCHEDULE = schedules.InverseTimeDecay(0.5, 5e-3, 0.04)
+#: The task every online and dataset run trains on: PROBLEM with lam under SCHEDULE.
+SCHEDULED = PROBLEM.with_schedule(SCHEDULE)
 #: A start off M with kappa, nu well away from the saddle at 0: the flow heads for the sink
 #: (1, 1, 0, 0, 0) at once, and SGD noise is not amplified by an escape from the saddle.
 M0 = np.array([0.3, 0.3, 0.05, 0.05, 0.05])
 SEEDS, LOGS, T_END, LR, BATCH = 6, 32, 5.12, 0.04, 32
+#: The sweeps train in R^d (`slr.run_sgd`, engine "rd"), from M0.
+RD = dict(train=slr.run_sgd, train_options=dict(engine="rd", seeds=SEEDS, init=M0))
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +43,9 @@ def seed_key():
 
 @pytest.fixture(scope="module")
 def lr_sweep(seed_key):
+    train_options = {**RD["train_options"], "batch": BATCH}
     return slr.sweep_lr(
-        PROBLEM, seed_key, [LR, LR / 4], t_end=T_END, batch=BATCH, seeds=SEEDS, init=M0, schedule=SCHEDULE, logs=LOGS
+        SCHEDULED, seed_key, [LR, LR / 4], t_end=T_END, logs=LOGS, train=slr.run_sgd, train_options=train_options
     )
 
 
@@ -53,14 +58,14 @@ def test_population_run_is_the_map_on_the_overlaps(key):
     schedule = schedules.InverseTimeDecay(0.5, 1e-3, lr)
     starts = np.array([[0.30, 0.25, 0.10, -0.05, 0.20], [-0.20, 0.40, 0.30, 0.10, -0.10], [0.05, -0.10, 0.0, 0.0, 0.0]])
     run = slr.run_sgd(
-        problem, key, init=starts, lr=lr, steps=1000, log_every=100, seeds=3, mode="population", schedule=schedule
+        problem.with_schedule(schedule), key, init=starts, lr=lr, steps=1000, log_every=100, seeds=3, mode="population"
     )
-    comparison = slr.compare(run, problem, schedule=schedule, reference="map")
+    comparison = slr.compare(run, reference="map")
     assert comparison.ys.shape == (3, 11, 5) and comparison.times[-1] == pytest.approx(50.0)
     np.testing.assert_allclose(comparison.ys[:, 0], starts, rtol=0, atol=1e-12)
     assert comparison.max_deviation.max() <= 1e-10
     assert comparison.max_risk_deviation <= 1e-10
-    assert comparison.same_attractor.all() and not comparison.failed
+    assert comparison.same_attractor.all() and not comparison.reasons
     # Not a trivial agreement: every start moves by O(1).
     assert np.abs(comparison.ys[:, -1] - comparison.ys[:, 0]).max(axis=-1).min() > 0.1
 
@@ -87,9 +92,7 @@ def test_online_sgd_tracks_the_flow_better_at_a_smaller_step(lr_sweep):
 def test_larger_batches_track_the_flow_better(seed_key, lr_sweep):
     """At lr = 0.04 the deviation falls like batch^(-1/2) (fluctuations) to batch^(-1) (the drift
     of the renormalisation, lr d / batch). Measured: 0.19 and 0.068 at batch 32 and 128 (slope -0.75)."""
-    sweep = slr.sweep_batch(
-        PROBLEM, seed_key, [BATCH, 4 * BATCH], lr=LR, t_end=T_END, seeds=SEEDS, init=M0, schedule=SCHEDULE, logs=LOGS
-    )
+    sweep = slr.sweep_batch(SCHEDULED, seed_key, [BATCH, 4 * BATCH], lr=LR, t_end=T_END, logs=LOGS, **RD)
     # Same key, lr and batch as the lr sweep's first run: the same run.
     np.testing.assert_array_equal(sweep.comparisons[0].sgd, lr_sweep.comparisons[0].sgd)
     assert sweep.deviation[1] < sweep.deviation[0]
@@ -103,16 +106,14 @@ def test_full_batch_gd_approaches_population_gd_as_n_grows(seed_key):
     0.48 at n = 125 and 0.034 at n = 8000 (slope -0.64; with n = 100, 1000, 10000: 0.46, 0.15,
     0.035, slope -0.56), and every n = 8000 run ends at the map's attractor."""
     sweep = slr.sweep_dataset(
-        PROBLEM,
+        SCHEDULED,
         seed_key,
         [125, 8000],
         lr=LR,
         steps=128,
         log_every=4,
-        seeds=SEEDS,
-        init=M0,
-        schedule=SCHEDULE,
-        n_test=16,
+        train=slr.run_sgd,
+        train_options=dict(mode="dataset", seeds=SEEDS, init=M0, n_test=16),
     )
     assert sweep.deviation[1] <= sweep.deviation[0] / 4
     assert np.all(sweep.comparisons[1].state_deviation < sweep.comparisons[0].state_deviation)
@@ -121,15 +122,18 @@ def test_full_batch_gd_approaches_population_gd_as_n_grows(seed_key):
     assert sweep.comparisons[1].same_attractor.all()
 
 
-def test_compare_checks_the_schedule_and_the_reference(lr_sweep, seed_key):
-    """A forgotten schedule would compare the run with another problem's flow: refused."""
-    run = slr.run_sgd(
-        PROBLEM, seed_key, init=M0, lr=LR, steps=128, log_every=4, seeds=SEEDS, batch=BATCH, schedule=SCHEDULE
-    )
-    with pytest.raises(ValueError, match="pass the run's schedule"):
-        slr.compare(run, PROBLEM)
+def test_compare_uses_the_runs_schedule_and_checks_the_reference(lr_sweep, seed_key):
+    """The run carries its task, schedule included, so compare cannot be given another problem's lam:
+    the reference is the flow under the lam the run saw, not the flow at problem.lam."""
+    run = slr.run_sgd(SCHEDULED, seed_key, lr=LR, steps=128, log_every=4, batch=BATCH, **RD["train_options"])
+    np.testing.assert_allclose(run.scheduled_values, 0.5 / (1 + 0.125 * run.times), rtol=1e-15)
+    comparison = lr_sweep.comparisons[0]  # the comparison of this same run
+    np.testing.assert_array_equal(comparison.sgd, run.ys)
+    np.testing.assert_array_equal(comparison.ys, slr.solve_flow(run.task, run.ys[:, 0], run.times).ys)
+    at_fixed_lam = np.asarray(slr.solve_flow(PROBLEM, run.ys[:, 0], run.times).ys)
+    assert np.abs(comparison.ys - at_fixed_lam).max() > 1e-2
     with pytest.raises(ValueError, match="reference must be one of"):
-        slr.compare(run, PROBLEM, schedule=SCHEDULE, reference="ode")
+        slr.compare(run, reference="ode")
     with pytest.raises(ValueError, match="lrs must hold at least two"):
         slr.sweep_lr(PROBLEM, seed_key, [LR], t_end=T_END)
 
@@ -137,14 +141,14 @@ def test_compare_checks_the_schedule_and_the_reference(lr_sweep, seed_key):
 def test_end_points_are_compared_up_to_the_sign_symmetry():
     """Near the attractor off M, +-(0, 0, 0.38, 1, 0) (d = 20, L = 10, lam = 1), an SGD end point
     with kappa = -0.016 and the flow's with kappa = +0.002 are 0.0398 apart (in rho) up to (k, v) -> (-k, -v);
-    canonical_sign on both would have mirrored one of them only (distance 2). A non-finite end
-    point (a diverged run) is infinitely far."""
+    the canonical representative on both would have mirrored one of them only (distance 2). A
+    non-finite end point (a diverged run) is infinitely far."""
     sgd = np.array([-0.0162, 0.0103, -0.3789, -0.9901, -0.039])
     flow = np.array([0.0017, 0.0048, -0.3785, -1.0, 0.0008])
-    assert _distance_up_to_sign(sgd, flow) == pytest.approx(0.0398, abs=1e-12)
-    assert _distance_up_to_sign(sgd, -flow * [1, 1, 1, 1, -1]) == pytest.approx(0.0398, abs=1e-12)
-    assert np.abs(slr.canonical_sign(sgd) - slr.canonical_sign(flow)).max() > 1.9
-    assert _distance_up_to_sign(np.array([np.nan, 0, 0, 0, 0]), flow) == np.inf
+    assert flowsim.distance_up_to_symmetry(PROBLEM, sgd, flow) == pytest.approx(0.0398, abs=1e-12)
+    assert flowsim.distance_up_to_symmetry(PROBLEM, sgd, -flow * [1, 1, 1, 1, -1]) == pytest.approx(0.0398, abs=1e-12)
+    assert np.abs(flowsim.canonical(PROBLEM, sgd) - flowsim.canonical(PROBLEM, flow)).max() > 1.9
+    assert flowsim.distance_up_to_symmetry(PROBLEM, np.array([np.nan, 0, 0, 0, 0]), flow) == np.inf
 
 
 def test_cli_compare_prints_the_table_and_draws_the_overlay(tmp_path, capsys, lr_sweep):

@@ -8,11 +8,13 @@ A + noise / sqrt(batch) (a symmetric Gaussian matrix), an unbiased gradient.
 
 import ast
 from pathlib import Path
+from types import SimpleNamespace
 from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import flowsim
 from flowsim._checks import POSITIVE
@@ -108,10 +110,29 @@ def test_map_sgd_compare_and_verify():
     # Noise 0.1 / sqrt(4) per entry, lr = 1e-3: fluctuations of order 0.05 * sqrt(lr * t) ~ 2e-3.
     assert comparison.max_deviation.max() < 2e-2 and comparison.same_attractor.all() and not comparison.failures()
     report = flowsim.verify_convergence(
-        [flowsim.Setting("A = diag(3, 2, 1)", TASK)], inits=("sphere",), claim_inits=("sphere",), claim="all", n=8,
-        t_max=20.0, tol=1e-6,
+        [flowsim.Setting("A = diag(3, 2, 1)", TASK)],
+        inits=("sphere",),
+        claim_inits=("sphere",),
+        claim="all",
+        n=8,
+        t_max=20.0,
+        tol=1e-6,
     )
     assert report.claim_holds and report.rows[0].converged == 8
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the clock alpha * step overflows too
+def test_experiment_runner_summarises_and_reports_divergences():
+    """run_experiment on the toy task: the stable step reaches +-e1; a step of 1e308 overflows at once,
+    seen at the first logged step (50: the map logs every 50th of its 500 steps)."""
+    experiment = SimpleNamespace(name="toy", task=TASK, algorithm="population", alpha=1e-2, steps=500, init="sphere")
+    result = flowsim.run_experiment(experiment, jax.random.key(0), seeds=4, log_points=10, tol=1e-3)
+    assert result.summary.reached == 4 and not result.failures() and (result.status == flowsim.Status.SUCCESS).all()
+    overflow = SimpleNamespace(**{**vars(experiment), "alpha": 1e308})
+    result = flowsim.run_experiment(overflow, jax.random.key(0), seeds=4, log_points=10, tol=1e-3)
+    failures = result.failures()
+    assert result.summary.diverged == 4 and [f.index for f in failures] == [0, 1, 2, 3]
+    assert all(f.status is flowsim.Status.DIVERGED and f.step == 50 for f in failures)
 
 
 def test_no_engine_module_imports_a_task():

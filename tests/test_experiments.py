@@ -1,4 +1,4 @@
-"""The five reference experiments of SPEC.md section 6: parameters, quick reproduction, engines, figures.
+"""The five reference experiments of docs/science.md section 6: parameters, quick reproduction, engines, figures.
 
 Compilation dominates on a small machine: the quick on-M reproduction and its continuation share
 one compiled map (30 seeds, 6000 steps logged every 30), and the short runs use few seeds.
@@ -12,9 +12,8 @@ import matplotlib
 import numpy as np
 import pytest
 
-from flowsim import slr
+from flowsim import Attractor, slr
 from flowsim.tasks.slr import _experiments
-from flowsim.tasks.slr._fixedpoints import Attractor
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -35,15 +34,15 @@ def test_the_five_experiments_are_the_spec_table():
     for e in slr.EXPERIMENTS:
         assert (e.init, e.d, e.lam, e.decay, e.alpha, e.steps, e.algorithm, e.batch, e.eps) == table[e.name]
         assert (e.L, e.gamma) == (10, math.sqrt(0.5))
-        problem = e.problem
-        assert (problem.d, problem.L, problem.lam, problem.gamma, problem.eps) == (e.d, 10, e.lam, e.gamma, e.eps)
+        problem, schedule = e.task, e.task.schedule()
+        assert (problem.d, problem.L, schedule.initial, problem.gamma, problem.eps) == (e.d, 10, e.lam, e.gamma, e.eps)
         # lam = lam0 / (1 + decay * step), and the schedule gives it on the clock t = alpha * step.
         steps = np.array([0, 1, 10_000, e.steps])
         expected = e.lam / (1 + e.decay * steps)
-        np.testing.assert_allclose(e.lam_at(steps), expected, rtol=1e-15)
-        np.testing.assert_allclose([float(e.schedule(e.alpha * n)) for n in steps], expected, rtol=1e-12)
-    assert slr.EXPERIMENTS[3].lam_at(10_000) == pytest.approx(0.5)
-    assert SGD.lam_at(200_000) == pytest.approx(2.0 / 21)
+        np.testing.assert_allclose(schedule.at_step(steps), expected, rtol=1e-15)
+        np.testing.assert_allclose([float(problem.lam_at(e.alpha * n)) for n in steps], expected, rtol=1e-12)
+    assert float(slr.EXPERIMENTS[3].task.schedule().at_step(10_000)) == pytest.approx(0.5)
+    assert float(SGD.task.schedule().at_step(200_000)) == pytest.approx(2.0 / 21)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +56,7 @@ def test_quick_reproduction_on_M_converges_with_matched_signs(quick_on_m):
     """The issue's claim: at quick length every seed of the on-M experiment converges, with matched signs.
 
     At 6000 steps (t = 24) every seed has |nu| = 1 and kappa of nu's sign, still rising (kappa
-    converges slowly, SPEC.md section 5): the summary counts them as approaching +-(k*, v*).
+    converges slowly, docs/science.md section 5): the summary counts them as approaching +-(k*, v*).
     Continuing the same map shows that each of them then reaches, within 1e-2, the sign it had."""
     result, _ = quick_on_m
     assert int(result.steps[-1]) == _experiments.QUICK_STEPS["population"] == 6000
@@ -81,7 +80,7 @@ def test_quick_reproduction_on_M_converges_with_matched_signs(quick_on_m):
     # Five more quick lengths of the same map (same compiled function): each seed reaches its sign.
     m = np.asarray(final)
     for _ in range(5):
-        m = np.asarray(slr.iterate_map(ON_M.problem, m, ON_M.alpha, 6000, schedule=ON_M.schedule, log_every=30).ys)
+        m = np.asarray(slr.iterate_map(ON_M.task, m, ON_M.alpha, 6000, log_every=30).ys)
         m = m[:, -1]
     assert np.max(np.abs(m - np.sign(kappa)[:, None] * np.array([1.0, 1.0, 0, 0, 0]))) <= 1e-2
 
@@ -120,8 +119,8 @@ def test_the_Rd_engine_agrees_with_the_overlap_map(key, index):
     engines part at the rate it grows."""
     experiment = slr.EXPERIMENTS[index]
     options = dict(seeds=4, scale=400 / experiment.steps, log_points=20, tol=10.0)
-    rd = slr.run_experiment(experiment, key, engine="Rd", **options)
-    assert rd.engine == "Rd" and int(rd.steps[-1]) == 400 and len(rd.steps) == 21
+    rd = slr.run_experiment(experiment, key, engine="rd", **options)
+    assert rd.engine == "rd" and int(rd.steps[-1]) == 400 and len(rd.steps) == 21
     m0 = rd.ys[:, 0]
     assert np.max(np.abs(m0[:, 2:])) > 1e-3  # sphere starts: all five overlaps move
     mapped = slr.run_experiment(experiment, key, m0=m0, **options)
@@ -130,7 +129,7 @@ def test_the_Rd_engine_agrees_with_the_overlap_map(key, index):
     assert np.max(np.abs(mapped.ys - rd.ys)) <= 1e-10
     assert np.max(np.abs(mapped.excess_risk - rd.excess_risk)) <= 1e-10
     assert np.max(np.abs(rd.ys[:, -1] - m0)) > 1e-2  # and they did move
-    np.testing.assert_allclose(rd.lam, experiment.lam / (1 + experiment.decay * rd.steps), rtol=1e-15)
+    np.testing.assert_allclose(rd.scheduled_values, experiment.lam / (1 + experiment.decay * rd.steps), rtol=1e-15)
 
 
 @pytest.fixture(scope="module")
@@ -148,11 +147,12 @@ def test_sgd_run_carries_the_flow_from_each_seeds_start(short_sgd):
     assert ode.shape == result.ys.shape == (3, 21, 5)
     np.testing.assert_allclose(ode[:, 0], result.ys[:, 0], atol=1e-12)
     # The flow from those starts, on the clock t = alpha * step, with lam = 2 / (1 + 1e-4 step).
-    flow = slr.solve_flow(SGD.problem, result.ys[:, 0], result.times, schedule=SGD.schedule, max_steps=1_000_000)
+    flow = slr.solve_flow(SGD.task, result.ys[:, 0], result.times, max_steps=1_000_000)
     np.testing.assert_allclose(ode, np.asarray(flow.ys), atol=1e-9)
     np.testing.assert_allclose(result.ode_excess_risk, np.asarray(flow.observed) - 0.01, atol=1e-9)
     # The excess risk is R - eps^2 of the SGD iterates; the oracle's at each logged lam.
-    oracle = [float(slr.oracle_risk(slr.Problem(80, 10, lam, eps=0.1))) - 0.01 for lam in result.lam[[0, -1]]]
+    lams = result.scheduled_values[[0, -1]]
+    oracle = [float(slr.oracle_risk(slr.Problem(80, 10, lam, eps=0.1))) - 0.01 for lam in lams]
     np.testing.assert_allclose(result.target_excess[[0, -1]], oracle, rtol=1e-12)
     assert result.summary.target_excess == pytest.approx(oracle[-1], rel=1e-12)
 
@@ -165,7 +165,7 @@ def test_sgd_figure_overlays_the_flow_dashed(short_sgd, tmp_path):
             dashed = [c for c in ax.collections if c.get_linestyle()[0][1] is not None]
             assert dashed, f"no dashed flow in panel {ax.get_ylabel()!r}"
         assert any(line.get_label() == "ODE, mean" and line.get_linestyle() == "--" for line in fig.axes[0].lines)
-        from flowsim.plots import save_figure
+        from flowsim.figures import save_figure
 
         paths = save_figure(fig, tmp_path / "sgd")
         assert all(p.exists() and p.stat().st_size > 0 for p in paths)
@@ -194,7 +194,7 @@ def test_summary_table_rows(quick_on_m, short_sgd):
         ({"seeds": 0}, "seeds must be an integer >= 1, got 0"),
         ({"seeds": 2.5}, "seeds must be an integer >= 1, got 2.5"),
         ({"scale": 0.0}, "scale must be a finite number > 0, got 0.0"),
-        ({"engine": "gpu"}, "engine must be one of ('overlaps', 'Rd'), got 'gpu'"),
+        ({"engine": "gpu"}, "engine must be one of ('overlaps', 'rd'), got 'gpu'"),
         ({"m0": np.zeros((2, 5))}, "m0 must have shape (seeds, 5) = (30, 5), got (2, 5)"),
         ({"log_points": 0}, "log_points must be an integer >= 1, got 0"),
     ],

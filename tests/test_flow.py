@@ -14,9 +14,8 @@ import pytest
 from scipy import integrate as scipy_integrate
 from scipy import stats
 
-from flowsim import schedules, slr
+from flowsim import Status, schedules, slr
 from flowsim.tasks.slr import _generated as generated
-from flowsim import Status
 from tests.reference import random_realizable_overlaps
 
 #: Parameter sets of the R^d comparisons: L, lam, gamma and eps vary, d = 7 and d = 40 (d and L are

@@ -8,9 +8,9 @@ import scipy.stats
 
 from flowsim import slr
 from flowsim.tasks.slr import _generated as generated
-from flowsim.tasks.slr._data import _sample, empirical_risk
+from flowsim.tasks.slr._data import empirical_risk, sample
 from flowsim.tasks.slr._overlap_sgd import frame, renormalised_step, wishart_2x2
-from flowsim.tasks.slr._sgd import _projected_step
+from flowsim.tasks.slr._sgd import projected_step
 
 #: A start off M with every overlap non-zero.
 START = np.array([0.3, -0.2, 0.25, 0.1, 0.15])
@@ -32,9 +32,9 @@ def test_renormalised_step_is_the_Rd_step_on_the_same_data(d, L, batch, lr):
     keys = jax.random.split(jax.random.key(d), 4)
     truth = slr.ground_truth(keys[0], d)
     k, v = slr.vectors_with_overlaps(START, truth, keys[1])
-    X, y, _ = _sample(problem, truth, keys[2], batch)
+    X, y, _ = sample(problem, truth, keys[2], batch)
     g_k, g_v = jax.grad(empirical_risk, (2, 3))(X, y, k, v, problem.lam)
-    expected = slr.overlaps(_projected_step(k, g_k, lr), _projected_step(v, g_v, lr), truth)
+    expected = slr.overlaps(projected_step(k, g_k, lr), projected_step(v, g_v, lr), truth)
 
     basis = _frame_basis(k, v, truth)
     assert np.abs(basis @ basis.T - np.eye(4)).max() < 1e-14
@@ -191,7 +191,7 @@ def test_an_overflowing_step_is_a_divergence_not_zero_overlaps():
         ({"init": [0.9, 0.9, 0.9, 0.9, 0.9]}, "is not realizable"),
         ({"mode": "dataset", "n": 10}, "engine 'overlaps' runs online SGD only"),
         ({"dtype": "float32"}, "engine 'overlaps' runs in float64 only"),
-        ({"engine": "R^d"}, "engine must be one of ('Rd', 'overlaps')"),
+        ({"engine": "R^d"}, "engine must be one of ('overlaps', 'rd')"),
     ],
 )
 def test_bad_input_is_rejected(kwargs, message):

@@ -19,13 +19,14 @@ from matplotlib.colors import to_rgb
 from matplotlib.contour import ContourSet
 from matplotlib.text import Text
 
-from flowsim import figures, slr
-from flowsim import Status, Trajectories
+from flowsim import Status, Trajectories, figures, slr
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 PROBLEM = slr.Problem(d=80, L=5, lam=0.1)
+#: The flow on M in (kappa, nu), at points (..., 2): one compilation.
+_flow_on_manifold = jax.jit(lambda points: PROBLEM.restriction().vector_field(0.0, points))
 N, T_MAX = 16, 500.0
 ORACLE = np.array([1.0, 1.0, 0.0, 0.0, 0.0])
 
@@ -89,7 +90,7 @@ def test_phase_portrait_nullclines_and_trajectories(portrait):
     kappa_set, nu_set = [c for c in ax.collections if isinstance(c, ContourSet)]
 
     def field(points):
-        return np.asarray(figures._flow_on_manifold(*points.T, 80.0, 5.0, 0.1, PROBLEM.gamma, 0.0))
+        return np.asarray(_flow_on_manifold(points))
 
     # The kappa-nullcline is the curve nu = erf(c kappa) across the square: d kappa/dt vanishes on it.
     kappa_points = np.concatenate(kappa_set.allsegs[0])
@@ -153,7 +154,7 @@ def test_basin_map_on_manifold_reaches_the_oracle(grid, portrait, tmp_path):
 def test_basin_map_rejects_bad_arguments():
     with pytest.raises(ValueError, match='kind="manifold"'):
         figures.basin_map(PROBLEM, n=4, kind="sphere", grid=True)
-    with pytest.raises(ValueError, match="unknown overlap 'zeta'"):
+    with pytest.raises(ValueError, match="unknown coordinate 'zeta'"):
         figures.basin_map(PROBLEM, n=4, pair=("kappa", "zeta"))
 
 
@@ -163,7 +164,7 @@ def test_basin_map_rejects_bad_arguments():
 
 def test_trajectory_projections_of_a_basin_map(sphere_basin, tmp_path):
     solved = sphere_basin.flowsim_trajectories
-    fig = figures.trajectory_projections(solved, indices=range(5))
+    fig = figures.trajectory_projections(solved, PROBLEM, indices=range(5))
     assert len(fig.axes) == 4
     *pairs, distance = fig.axes
     assert distance.get_yscale() == "log" and all(ax.get_yscale() == "linear" for ax in pairs)
@@ -190,7 +191,8 @@ def _handmade_trajectories():
 
 def test_trajectory_projections_skip_failed_parts_and_clip_the_distance():
     fig, axes = plt.subplots(1, 3)
-    out = figures.trajectory_projections(_handmade_trajectories(), pairs=[("kappa", "nu"), ("theta", "rho")], ax=axes)
+    pairs = [("kappa", "nu"), ("theta", "rho")]
+    out = figures.trajectory_projections(_handmade_trajectories(), PROBLEM, pairs=pairs, ax=axes)
     assert out is fig and len(fig.axes) == 3 and axes[-1].get_yscale() == "log"
     on_m, failed = axes[-1].get_lines()
     np.testing.assert_array_equal(on_m.get_ydata(), 1e-16)  # distance 0, clipped for the log axis
@@ -206,11 +208,11 @@ def test_trajectory_projections_reject_bad_arguments():
     solved = _handmade_trajectories()
     on_manifold = dataclasses.replace(solved, ys=solved.ys[..., :2], y_final=solved.y_final[:, :2])
     with pytest.raises(ValueError, match="5-D flow"):
-        figures.trajectory_projections(on_manifold)
+        figures.trajectory_projections(on_manifold, PROBLEM)
     with pytest.raises(ValueError, match="3 axes"):
-        figures.trajectory_projections(solved, pairs=[("kappa", "nu"), ("theta", "eta")], ax=[None])
-    with pytest.raises(ValueError, match="unknown overlap"):
-        figures.trajectory_projections(solved, pairs=[("kappa", "mu")])
+        figures.trajectory_projections(solved, PROBLEM, pairs=[("kappa", "nu"), ("theta", "eta")], ax=[None])
+    with pytest.raises(ValueError, match="unknown coordinate"):
+        figures.trajectory_projections(solved, PROBLEM, pairs=[("kappa", "mu")])
 
 
 def test_save_figure_keeps_dots_and_drops_an_image_suffix(tmp_path):

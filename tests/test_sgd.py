@@ -22,7 +22,7 @@ import pytest
 from scipy import special
 
 from flowsim import schedules, slr
-from flowsim.tasks.slr._data import GroundTruth, _sample
+from flowsim.tasks.slr._data import GroundTruth, sample
 from tests.reference import random_realizable_overlaps
 
 PROBLEM = slr.Problem(12, 4, 0.5, 0.7, 0.2)
@@ -208,7 +208,7 @@ def _reference(key, *, lr, steps, batch, seeds, dtype=jnp.float64, n=None, **_):
         k, v = (np.asarray(x, dtype=np.float64) for x in jax.random.normal(key_init, (2, d), dtype))
         k, v = k / np.linalg.norm(k), v / np.linalg.norm(v)
         if n is not None:
-            data = [np.asarray(x, dtype=np.float64) for x in _sample(PROBLEM, cast, key_data, n, dtype)[:2]]
+            data = [np.asarray(x, dtype=np.float64) for x in sample(PROBLEM, cast, key_data, n, dtype)[:2]]
             visits = np.zeros(n, int)
         for step in range(steps + 1):
             logged[i, step] = [k @ k_star, v @ v_star, v @ k_star, k @ v_star, k @ v]
@@ -217,7 +217,7 @@ def _reference(key, *, lr, steps, batch, seeds, dtype=jnp.float64, n=None, **_):
             if step == steps:
                 break
             if n is None:
-                X, y, _ = _sample(PROBLEM, cast, jax.random.fold_in(key_data, step), batch, dtype)
+                X, y, _ = sample(PROBLEM, cast, jax.random.fold_in(key_data, step), batch, dtype)
                 X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
             else:
                 epoch, position = divmod(step, n // batch)
@@ -270,7 +270,7 @@ def _squared_residual_sd(m, key, batches=250):
     k, v = (np.asarray(x) for x in slr.vectors_with_overlaps(m, truth, key_vectors))
     squares = []
     for batch_key in jax.random.split(key_data, batches):
-        X, y, _ = (np.asarray(x) for x in _sample(PROBLEM, truth, batch_key, DATASET_N, jnp.float64))
+        X, y, _ = (np.asarray(x) for x in sample(PROBLEM, truth, batch_key, DATASET_N, jnp.float64))
         squares.append((y - np.sum(special.erf(PROBLEM.lam * (X @ k)) * (X @ v), axis=-1)) ** 2)
     return np.std(np.concatenate(squares))
 
@@ -327,11 +327,9 @@ def test_dataset_mini_batch_epochs_in_float32_stay_close_to_float64(key):
 
 
 def test_population_pgd_in_float32_stays_close_to_float64(key):
-    """Known bug (reported, not fixed here): mode "population" with dtype "float32" raises TypeError
-    while tracing ("Custom JVP rule must produce primal and tangent outputs with corresponding shapes
-    and dtypes. Expected float64[] ... but got float32[]", from `flowsim._special.zeta`'s JVP: the
-    overlaps are float32, lam and the problem's parameters float64). Once fixed, the float32 run
-    should follow the float64 one (same initial overlaps, so the same overlap trajectory) to float32
+    """Regression: mode "population" with dtype "float32" once raised TypeError while tracing (the
+    JVP of `flowsim._special.zeta` got float32 overlaps beside float64 parameters). The float32 run
+    follows the float64 one (same initial overlaps, so the same overlap trajectory) to float32
     rounding amplified over 1000 steps; 1e-4 as for the SGD check."""
     options = dict(init=M0, lr=LR, steps=STEPS, log_every=LOG_EVERY, seeds=SEEDS, mode="population")
     scheduled = PROBLEM.with_schedule(SCHEDULE)
@@ -359,7 +357,10 @@ def test_population_pgd_in_float32_stays_close_to_float64(key):
         ({"log_every": 0}, r"log_every must be an integer >= 1, got 0"),
         ({"seeds": 0}, r"seeds must be an integer >= 1, got 0"),
         ({"mode": "sgd"}, r"mode must be one of \('online', 'dataset', 'population'\), got 'sgd'"),
-        ({"init": "gaussian"}, r"init must be one of \('sphere', 'manifold'\) or states of shape \(5,\) or \(seeds, 5\)"),
+        (
+            {"init": "gaussian"},
+            r"init must be one of \('sphere', 'manifold'\) or states of shape \(5,\) or \(seeds, 5\), got 'gaussian'",
+        ),
         ({"mode": "dataset"}, r"n must be an integer >= 1, got None"),
         ({"mode": "dataset", "n": 50}, r"batch = 64 must divide the dataset size n = 50"),
         ({"mode": "dataset", "n": 64, "n_test": 0}, r"n_test must be an integer >= 1, got 0"),
@@ -417,10 +418,10 @@ def test_divergence_is_reported_per_seed_and_the_history_kept():
 
 
 def test_divergence_is_reported_at_the_first_invalid_iterate():
-    """Known bug (reported, not fixed here): when |k - lr g| overflows, `_projected_step` divides by
-    an infinite norm and returns the zero vector -- finite, so not flagged. It is logged with all
-    overlaps exactly 0, and the divergence is reported one step late (when 0/0 gives NaN). A unit
-    vector never has all five overlaps exactly 0 at these random points."""
+    """Regression: when |k - lr g| overflowed, `projected_step` once divided by an infinite norm and
+    returned the zero vector -- finite, so not flagged, logged with all overlaps exactly 0 and
+    reported one step late. A unit vector never has all five overlaps exactly 0 at these random
+    points, so no logged iterate before the reported step may be all zeros."""
     run = slr.run_sgd(PROBLEM, jax.random.key(1), **{**ONLINE, "lr": 3e153})
     m = np.asarray(run.ys)
     for seed, first in _diverged(run).items():

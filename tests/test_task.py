@@ -124,7 +124,7 @@ def test_check_overlaps_accepts_the_oracle_and_names_the_bad_point():
     [(400, 10, 0.1, 0.5**0.5, 0.0), (80, 10, 2.0, 0.5**0.5, 0.1), (30, 3, 0.6, 1.1, 0.4)],
 )
 def test_oracle_risk_equals_spec_formula(d, L, lam, gamma, eps):
-    """oracle_risk (generated formula at (1,1,0,0,0)) vs SPEC section 4 by quadrature, 1e-10 relative."""
+    """oracle_risk (generated formula at (1,1,0,0,0)) vs docs/science.md section 4 by quadrature, 1e-10 relative."""
     problem = slr.Problem(d, L, lam, gamma, eps)
     assert float(slr.oracle_risk(problem)) == pytest.approx(published_oracle_risk(d, L, lam, gamma, eps), rel=1e-10)
 

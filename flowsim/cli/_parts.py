@@ -6,11 +6,11 @@ import numpy as np
 
 from flowsim import results
 from flowsim.cli._tables import (
-    _comparison_tables,
-    _fixed_point_table,
-    _format_table,
-    _trajectory_table,
-    _verify_tables,
+    comparison_tables,
+    fixed_point_table,
+    format_table,
+    trajectory_table,
+    verify_tables,
 )
 
 __all__ = ["finish", "pyplot", "record", "record_failures", "run_comparison", "run_portrait", "save", "write_verify"]
@@ -72,10 +72,10 @@ def run_portrait(record, task, key, prefix: str, *, trajectories: int, t_max: fl
     with record.phase("portrait", f"phase portrait: {planar.describe()}"):
         figure = figures.phase_portrait(task, trajectories=trajectories, key=key, t_max=t_max, grid=grid)
     points = figure.flowsim_fixed_points
-    record.write_csv(f"{prefix}fixed_points.csv", _fixed_point_table(points, planar))
+    record.write_csv(f"{prefix}fixed_points.csv", fixed_point_table(points, planar))
     solved = figure.flowsim_trajectories
     if solved is not None:
-        record.write_csv(f"{prefix}portrait_trajectories.csv", _trajectory_table(solved, planar))
+        record.write_csv(f"{prefix}portrait_trajectories.csv", trajectory_table(solved, planar))
         record_failures(record, solved, "portrait trajectory")
     save(record, figure, f"{prefix}phase_portrait")
     print(f"Fixed points of the {planar.name} ({planar.describe()})")
@@ -88,7 +88,7 @@ def run_portrait(record, task, key, prefix: str, *, trajectories: int, t_max: fl
         )
         for p in points
     ]
-    print(_format_table((f"({', '.join(planar.state_names)})", "kind", "risk", "eigenvalues"), rows))
+    print(format_table((f"({', '.join(planar.state_names)})", "kind", "risk", "eigenvalues"), rows))
 
 
 def run_comparison(record, run, prefix: str, *, progress: bool, reference: str = "flow", **options):
@@ -102,7 +102,7 @@ def run_comparison(record, run, prefix: str, *, progress: bool, reference: str =
 
     with record.phase("compare", f"the {reference} from the same starts"):
         comparison = compare(run, reference=reference, progress=progress, **options)
-    trajectories, deviations = _comparison_tables(comparison, run.task)
+    trajectories, deviations = comparison_tables(comparison, run.task)
     record.write_csv(f"{prefix}trajectories.csv", trajectories)
     record.write_csv(f"{prefix}deviations.csv", deviations)
     save(record, figures.comparison_figure(comparison, run.task), f"{prefix}compare")
@@ -116,7 +116,7 @@ def write_verify(record, report, task, prefix: str) -> None:
     """A verify report: tables written, failures recorded, the claim in the summary, the report printed."""
     from flowsim import format_report
 
-    table, attractors = _verify_tables(report, task)
+    table, attractors = verify_tables(report, task)
     record.write_csv(f"{prefix}verify.csv", table)
     record.write_csv(f"{prefix}verify_attractors.csv", attractors)
     for row in report.rows:
@@ -138,10 +138,10 @@ def claim_failure(report) -> str | None:
 
 def write_trajectories(record, solved, task, name: str, what: str) -> np.ndarray:
     """A solve's trajectories and end points as CSV; its failures recorded. **Returns:** the end-point table."""
-    from flowsim.cli._tables import _endpoint_table
+    from flowsim.cli._tables import endpoint_table
 
-    endpoints = _endpoint_table(solved, task)
-    record.write_csv(f"{name}.csv", _trajectory_table(solved, task))
+    endpoints = endpoint_table(solved, task)
+    record.write_csv(f"{name}.csv", trajectory_table(solved, task))
     record.write_csv("endpoints.csv", endpoints)
     record_failures(record, solved, what)
     return endpoints

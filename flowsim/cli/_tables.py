@@ -7,7 +7,7 @@ from flowsim import results
 from flowsim._status import Status
 
 
-def _format_table(header, rows) -> str:
+def format_table(header, rows) -> str:
     """Columns aligned on the left, two spaces apart."""
     rows = [[str(cell) for cell in row] for row in rows]
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
@@ -17,12 +17,12 @@ def _format_table(header, rows) -> str:
     )
 
 
-def _state_columns(m, names) -> dict:
+def state_columns(m, names) -> dict:
     m = np.asarray(m)
     return {name: m[..., i] for i, name in enumerate(names)}
 
 
-def _eigenvalue_columns(eigenvalues, size: int) -> dict:
+def eigenvalue_columns(eigenvalues, size: int) -> dict:
     """Real and imaginary parts of `size` eigenvalues per point, one column each."""
     eigenvalues = np.asarray(eigenvalues, dtype=complex).reshape(len(eigenvalues), size)
     columns = {}
@@ -36,23 +36,23 @@ def _eigenvalue_columns(eigenvalues, size: int) -> dict:
 # Tables (docs/results.md): one function per kind of result, shared by the commands
 
 
-def _scheduled_column(task, times) -> dict:
+def scheduled_column(task, times) -> dict:
     """{name of the scheduled parameter: its value at the times}, or {} for a task without one."""
     if task.scheduled is None:
         return {}
     return {task.scheduled: np.asarray(task.schedule()(np.asarray(times, dtype=float)))}
 
 
-def _trajectory_table(solved, task) -> dict:
+def trajectory_table(solved, task) -> dict:
     """Solved trajectories at their saved times."""
     ys = np.asarray(solved.ys)
     return results.long_table(
-        [{"trajectory": np.arange(len(ys))}, {"t": np.asarray(solved.ts), **_scheduled_column(task, solved.ts)}],
-        {**_state_columns(ys, task.state_names), "risk": np.asarray(solved.observed)},
+        [{"trajectory": np.arange(len(ys))}, {"t": np.asarray(solved.ts), **scheduled_column(task, solved.ts)}],
+        {**state_columns(ys, task.state_names), "risk": np.asarray(solved.observed)},
     )
 
 
-def _endpoint_table(solved, task) -> dict:
+def endpoint_table(solved, task) -> dict:
     status = np.asarray(solved.status)
     y_final = np.asarray(solved.y_final)
     return {
@@ -60,58 +60,58 @@ def _endpoint_table(solved, task) -> dict:
         "status": [Status(int(code)).name.lower() for code in status],
         "t_final": np.asarray(solved.t_final),
         "solver_steps": np.asarray(solved.num_steps),
-        **_state_columns(y_final, task.state_names),
+        **state_columns(y_final, task.state_names),
         "reason": [solved.reasons.get(i, "") for i in range(len(status))],
     }
 
 
-def _fixed_point_table(points, task) -> dict:
+def fixed_point_table(points, task) -> dict:
     located = np.array([point.point for point in points]).reshape(len(points), task.dimension)
     return {
         "point": np.arange(len(points)),
-        **_state_columns(located, task.state_names),
+        **state_columns(located, task.state_names),
         "kind": [point.kind for point in points],
         "risk": np.array([point.value for point in points], dtype=float),
         "residual": np.array([point.residual for point in points], dtype=float),
-        **_eigenvalue_columns([point.eigenvalues for point in points], located.shape[1]),
+        **eigenvalue_columns([point.eigenvalues for point in points], located.shape[1]),
     }
 
 
-def _attractor_table(found, task) -> dict:
+def attractor_table(found, task) -> dict:
     return {
         "attractor": np.arange(len(found)),
-        **_state_columns(np.array([a.point for a in found]).reshape(len(found), task.dimension), task.state_names),
+        **state_columns(np.array([a.point for a in found]).reshape(len(found), task.dimension), task.state_names),
         "kind": [a.kind for a in found],
         "risk": np.array([a.risk for a in found], dtype=float),
         "count": np.array([a.count for a in found], dtype=int),
         "share": np.array([a.share for a in found], dtype=float),
         "is_target": np.array([a.is_target for a in found], dtype=bool),
-        **_eigenvalue_columns([a.eigenvalues for a in found], task.dimension),
+        **eigenvalue_columns([a.eigenvalues for a in found], task.dimension),
     }
 
 
-def _sgd_table(run) -> dict:
+def sgd_table(run) -> dict:
     task = run.task
-    values = {**_state_columns(run.ys, task.state_names), "risk": np.asarray(run.risk)}
+    values = {**state_columns(run.ys, task.state_names), "risk": np.asarray(run.risk)}
     if run.train_risk is not None:
         values |= {"train_risk": np.asarray(run.train_risk), "test_risk": np.asarray(run.test_risk)}
     seeds = np.arange(len(run.ys))
     return results.long_table(
-        [{"seed": seeds}, {"step": run.steps, "t": run.times, **_scheduled_column(task, run.times)}], values
+        [{"seed": seeds}, {"step": run.steps, "t": run.times, **scheduled_column(task, run.times)}], values
     )
 
 
-def _comparison_tables(comparison, task) -> tuple[dict, dict]:
+def comparison_tables(comparison, task) -> tuple[dict, dict]:
     """(SGD and its reference along the logged steps, per-seed deviations)."""
     seeds = np.arange(len(comparison.sgd))
     trajectories = results.long_table(
         [
             {"source": ["sgd", comparison.reference]},
             {"seed": seeds},
-            {"step": comparison.steps, "t": comparison.times, **_scheduled_column(task, comparison.times)},
+            {"step": comparison.steps, "t": comparison.times, **scheduled_column(task, comparison.times)},
         ],
         {
-            **_state_columns(np.stack([comparison.sgd, comparison.ys]), task.state_names),
+            **state_columns(np.stack([comparison.sgd, comparison.ys]), task.state_names),
             "risk": np.stack([comparison.sgd_risk, comparison.risk]),
         },
     )
@@ -126,7 +126,7 @@ def _comparison_tables(comparison, task) -> tuple[dict, dict]:
     return trajectories, deviations
 
 
-def _verify_tables(report, task) -> tuple[dict, dict]:
+def verify_tables(report, task) -> tuple[dict, dict]:
     """(one row per setting and initialisation, the other attractors they reached)."""
     rows = report.rows
     table = {
@@ -145,7 +145,7 @@ def _verify_tables(report, task) -> tuple[dict, dict]:
     attractors = {
         "setting": [row.setting for row, _ in others],
         "init": [row.init for row, _ in others],
-        **_state_columns(np.array([a.point for _, a in others]).reshape(len(others), task.dimension), task.state_names),
+        **state_columns(np.array([a.point for _, a in others]).reshape(len(others), task.dimension), task.state_names),
         "kind": [a.kind for _, a in others],
         "risk": np.array([a.risk for _, a in others], dtype=float),
         "count": [a.count for _, a in others],
@@ -154,7 +154,7 @@ def _verify_tables(report, task) -> tuple[dict, dict]:
     return table, attractors
 
 
-def _experiment_tables(runs, task) -> tuple[dict, dict, dict]:
+def experiment_tables(runs, task) -> tuple[dict, dict, dict]:
     """(one row per experiment, the other attractors reached, every logged iterate) of `reproduce`."""
     summary = {
         "experiment": [r.experiment.name for r in runs],
@@ -176,7 +176,7 @@ def _experiment_tables(runs, task) -> tuple[dict, dict, dict]:
     others = [(r, a) for r in runs for a in r.summary.others]
     attractors = {
         "experiment": [r.experiment.name for r, _ in others],
-        **_state_columns(np.array([a.point for _, a in others]).reshape(len(others), task.dimension), task.state_names),
+        **state_columns(np.array([a.point for _, a in others]).reshape(len(others), task.dimension), task.state_names),
         "kind": [a.kind for _, a in others],
         "excess_risk": np.array([a.risk - r.experiment.task.risk_floor() for r, a in others], dtype=float),
         "count": [a.count for _, a in others],
@@ -193,7 +193,7 @@ def _experiment_tables(runs, task) -> tuple[dict, dict, dict]:
                 {"seed": np.arange(r.seeds)},
                 {"step": r.steps, "t": r.times, **({task.scheduled: r.scheduled_values} if task.scheduled else {})},
             ]
-            values = {**_state_columns(m[None], task.state_names), "excess_risk": excess[None]}
+            values = {**state_columns(m[None], task.state_names), "excess_risk": excess[None]}
             parts.append(results.long_table(axes, values))
     trajectories = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
     return summary, attractors, trajectories

@@ -29,7 +29,7 @@ class Estimate(NamedTuple):
 
 
 def bayes_predict(problem: Problem, truth: GroundTruth, X: Float[Array, "... L d"]) -> Float[Array, "..."]:
-    """The Bayes predictor E[Y | X] = sum_j pi_j(X) <X_j, v*>.
+    """The Bayes predictor `E[Y | X] = sum_j pi_j(X) <X_j, v*>`.
 
     pi_j is the posterior probability that token j is the informative one: a
     softmax over tokens of the log-likelihood ratio of N(s k*, gamma^2 I) to N(0, I),
@@ -77,7 +77,7 @@ def bayes_risk(problem: Problem, truth: GroundTruth, key: PRNGKeyArray, n: int, 
 def linear_risk(problem: Problem) -> float:
     """Risk of the best linear predictor on the concatenated tokens (docs/science.md section 4).
 
-    With J0 uniform the best linear predictor is c sum_l <X_l, v*> with
+    With J0 uniform the best linear predictor is `c sum_l <X_l, v*>` with
     c = g / (g + L - 1), g = gamma^2, and its risk is eps^2 + g - g^2 / (g + L - 1).
     """
     g = problem.gamma**2

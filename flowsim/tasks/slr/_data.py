@@ -17,7 +17,7 @@ __all__ = ["Batch", "GroundTruth", "attention", "empirical_risk", "ground_truth"
 
 
 class GroundTruth(NamedTuple):
-    """The hidden directions: unit vectors k* and v* with <k*, v*> = 0."""
+    """The hidden directions: unit vectors k* and v* with `<k*, v*> = 0`."""
 
     k_star: Float[Array, " d"]
     v_star: Float[Array, " d"]
@@ -53,11 +53,11 @@ def _ground_truth(key, d):
     return GroundTruth(k_star, v_star / jnp.linalg.norm(v_star))
 
 
-def sample(problem: "Problem", truth: GroundTruth, key: PRNGKeyArray, n: int) -> Batch:
+def sample(problem: "Problem", truth: GroundTruth, key: PRNGKeyArray, n: int, dtype=jnp.float64) -> Batch:
     """Draw n sequences of single-location regression (docs/science.md section 1).
 
     J0 is uniform on the L positions; the informative token is N(s k*, gamma^2 I),
-    the others N(0, I); y = <X_J0, v*> + eps xi.
+    the others N(0, I); `y = <X_J0, v*> + eps xi`.
 
     **Arguments:**
 
@@ -65,8 +65,10 @@ def sample(problem: "Problem", truth: GroundTruth, key: PRNGKeyArray, n: int) ->
     - `truth`: the hidden directions, of dimension `problem.d`.
     - `key`: a JAX PRNG key; the same key gives the same samples.
     - `n`: number of sequences, an integer >= 1.
+    - `dtype`: the floating type of X and y (float32 halves the memory of SGD in R^d).
 
     **Returns:** a `Batch` (X of shape (n, L, d), y of shape (n,), J0 of shape (n,)).
+    Traceable (the checks are on shapes), so SGD's scans draw their batches with it.
     """
     n = check_count("n", n, 1)
     if truth.k_star.shape != (problem.d,) or truth.v_star.shape != (problem.d,):
@@ -74,12 +76,11 @@ def sample(problem: "Problem", truth: GroundTruth, key: PRNGKeyArray, n: int) ->
             f"truth must hold two vectors of dimension problem.d = {problem.d}, "
             f"got shapes {truth.k_star.shape} and {truth.v_star.shape}"
         )
-    return _sample(problem, truth, key, n)
+    return _sample(problem, truth, key, n, dtype)
 
 
 @partial(jax.jit, static_argnums=(3, 4))
 def _sample(problem, truth, key, n, dtype=jnp.float64):
-    """`sample` without validation, traceable (used inside SGD scans); `dtype` of X and y."""
     key_position, key_tokens, key_noise = jax.random.split(key, 3)
     J0 = jax.random.randint(key_position, (n,), 0, problem.L)
     Z = jax.random.normal(key_tokens, (n, problem.L, problem.d), dtype)
@@ -91,7 +92,7 @@ def _sample(problem, truth, key, n, dtype=jnp.float64):
 
 
 def predict(X: Float[Array, "... L d"], k: Float[Array, " d"], v: Float[Array, " d"], lam) -> Float[Array, "..."]:
-    """The simplified attention layer T(X) = sum_l erf(lam <X_l, k>) <X_l, v>.
+    """The simplified attention layer `T(X) = sum_l erf(lam <X_l, k>) <X_l, v>`.
 
     **Arguments:**
 
@@ -105,7 +106,7 @@ def predict(X: Float[Array, "... L d"], k: Float[Array, " d"], v: Float[Array, "
 
 
 def attention(key_projections, value_projections, lam):
-    """T from the tokens' projections <X_l, k> and <X_l, v>, shapes (..., L): all T depends on."""
+    """T from the tokens' projections `<X_l, k>` and `<X_l, v>`, shapes (..., L): all T depends on."""
     return jnp.sum(erf(lam * key_projections) * value_projections, axis=-1)
 
 

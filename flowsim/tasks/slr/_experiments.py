@@ -3,7 +3,7 @@
 Every experiment runs on the five overlaps by default (engine "overlaps"): population runs
 iterate the exact projected-gradient-descent map (`Problem.discrete_map`, started from
 `initial_overlaps`, which has the law of the R^d initialisations), and the SGD run is the
-exact online-SGD chain on the overlaps (`Problem.sgd_step`). Engine "Rd" runs the same
+exact online-SGD chain on the overlaps (`Problem.sgd_step`). Engine "rd" runs the same
 algorithms with vectors in R^d (`run_sgd`), to cross-check. The engine's runner
 (`flowsim.run_experiment`) compares the SGD run with the gradient flow and classifies each
 seed's end point:
@@ -28,18 +28,17 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 
-from flowsim._checks import check_choice, check_count
+from flowsim._checks import check_choice, check_count, check_shape
 from flowsim.experiments import ALGORITHMS, ExperimentResult
 from flowsim.experiments import run_experiment as run_runs
 from flowsim.schedules import InverseTimeDecay
 from flowsim.tasks.slr._problem import SYMBOLS, Problem, distance_to_manifold
-from flowsim.tasks.slr._sgd import run_sgd
+from flowsim.tasks.slr._sgd import ENGINES, run_sgd
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
-    "ENGINES",
     "EXPERIMENTS",
     "QUICK_STEPS",
     "TOLERANCES",
@@ -49,20 +48,18 @@ __all__ = [
     "run_experiment",
 ]
 
-#: How runs are computed: on the five overlaps (the population map, the online-SGD chain), or in R^d.
-ENGINES = ("overlaps", "Rd")
 #: Tolerances (max norm) for "reached +-(k*, v*)", by algorithm.
 TOLERANCES = {"population": 1e-2, "sgd": 5e-2}
 #: Steps run by `reproduce(quick=True)` (at most the full length), by algorithm. 6000 population
 #: steps at alpha = 4e-3 (t = 24) let every start on M leave the saddle (0, 0) and reach |nu| = 1,
 #: and one length for all four population runs means one compiled map. 2000 SGD steps keep the
-#: quick path quick with engine "Rd" too (a step in R^80, batch 5, costs ~3 ms for 30 seeds).
+#: quick path quick with engine "rd" too (a step in R^80, batch 5, costs ~3 ms for 30 seeds).
 QUICK_STEPS = {"population": 6000, "sgd": 2000}
 
 
 @dataclass(frozen=True)
 class Experiment:
-    """One row of the table of SPEC.md section 6.
+    """One row of the table of docs/science.md section 6.
 
     **Fields:** `name`; `init` ("sphere" or "manifold"); `d`; `lam` (lam at step 0);
     `decay` (lam = lam / (1 + decay * step); 0 for a fixed lam); `alpha` (the step size);
@@ -97,7 +94,7 @@ class Experiment:
         return InverseTimeDecay(self.lam, self.decay, self.alpha).describe().replace(" step", "·step")
 
 
-#: The five reference experiments (SPEC.md section 6), 30 seeds each in the paper.
+#: The five reference experiments (docs/science.md section 6), 30 seeds each in the paper.
 EXPERIMENTS = (
     Experiment("init_manifold", "manifold", 400, 0.1, 0.0, 4e-3, 20_000, "population"),
     Experiment("sphere_large_lambda", "sphere", 400, 0.9, 0.0, 1e-3, 120_000, "population"),
@@ -128,7 +125,7 @@ def run_experiment(
     - `scale`: the fraction of the experiment's steps to run (> 0; 1 is the paper's length).
     - `log_points`: about how many logged steps (>= 1; every step for short runs).
     - `engine`: "overlaps" (population runs: the exact map on the five overlaps; SGD: the exact
-      online-SGD chain on the overlaps, at a cost independent of d) or "Rd" (the same
+      online-SGD chain on the overlaps, at a cost independent of d) or "rd" (the same
       algorithm with vectors in R^d, to cross-check).
     - `m0`: initial overlaps, shape (seeds, 5), instead of drawing the experiment's
       initialisation (in R^d, vectors with these overlaps are built).
@@ -140,10 +137,12 @@ def run_experiment(
     if not isinstance(experiment, Experiment):
         raise ValueError(f"experiment must be an Experiment, got {experiment!r}")
     check_choice("engine", engine, ENGINES)
+    if m0 is not None:
+        m0 = check_shape("m0", m0, (check_count("seeds", seeds, 1), 5), "(seeds, 5) = ")
     train = None
-    if engine == "Rd":
+    if engine == "rd":
         mode = "online" if experiment.algorithm == "sgd" else "population"
-        train = functools.partial(run_sgd, mode=mode, engine="Rd")
+        train = functools.partial(run_sgd, mode=mode, engine="rd")
     return run_runs(
         experiment,
         key,
@@ -179,7 +178,7 @@ def reproduce(
     - `out`: a folder: each experiment's figure is written there as NAME.png and NAME.pdf.
     - `experiments`: which experiments (default all five).
     - `log`: called with a line after each experiment (e.g. progress to stderr).
-    - `engine`: "overlaps" (default: every run on the five overlaps, seconds) or "Rd" (every
+    - `engine`: "overlaps" (default: every run on the five overlaps, seconds) or "rd" (every
       run with vectors in R^d, as the paper's code; about 12 minutes for the SGD run alone).
 
     **Returns:** the results, in the order of `experiments`.
@@ -227,7 +226,7 @@ def _lines(ax, x, ys, **style) -> None:
 
 
 def experiment_figure(result: ExperimentResult) -> "Figure":
-    """The four panels of SPEC.md section 6 for one experiment.
+    """The four panels of docs/science.md section 6 for one experiment.
 
     Excess risk R - eps^2 against the step (mean over seeds, 2.5-97.5 percentile band, and the
     oracle's excess risk at lam(step)); |kappa| and |nu| against the step (one line per seed);
@@ -305,7 +304,7 @@ def experiment_figure(result: ExperimentResult) -> "Figure":
         ax.tick_params(labelsize=TICK_SIZE)
         ax.grid(True, color="0.9", lw=0.8, zorder=0)
     algorithm = "population PGD" if experiment.algorithm == "population" else "online SGD"
-    how = {"overlaps": f"{algorithm} on the overlaps", "Rd": f"{algorithm} in $R^d$"}
+    how = {"overlaps": f"{algorithm} on the overlaps", "rd": f"{algorithm} in $R^d$"}
     batch = f", batch {experiment.batch}" if experiment.batch else ""
     s = result.summary
     fig.suptitle(

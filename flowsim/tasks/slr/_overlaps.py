@@ -18,7 +18,7 @@ def overlaps(k: Float[Array, "... d"], v: Float[Array, "... d"], truth) -> Float
     - `k`, `v`: key and value directions (unit vectors), with any leading axes.
     - `truth`: the hidden directions (k*, v*), e.g. from `ground_truth`.
 
-    **Returns:** (kappa, nu, theta, eta, rho) = (<k,k*>, <v,v*>, <v,k*>, <k,v*>, <k,v>)
+    **Returns:** (kappa, nu, theta, eta, rho) = `(<k,k*>, <v,v*>, <v,k*>, <k,v*>, <k,v>)`
     on a last axis of size 5.
     """
     k_star, v_star = truth

@@ -1,6 +1,6 @@
 """Single-location regression as a task: parameters, flow, Jacobian, risk, map, state space and SGD chain.
 
-The state is the five overlaps (kappa, nu, theta, eta, rho) = (<k,k*>, <v,v*>, <v,k*>, <k,v*>, <k,v>)
+The state is the five overlaps (kappa, nu, theta, eta, rho) = `(<k,k*>, <v,v*>, <v,k*>, <k,v*>, <k,v>)`
 (docs/science.md section 3); every equation comes from `_generated` (derivations/slr.py).
 """
 

@@ -3,7 +3,8 @@
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from flowsim.integrate import _task_risk, evaluate
+from flowsim._task import task_risk
+from flowsim.integrate import evaluate
 from flowsim.tasks.slr._problem import ORACLE, Problem
 
 __all__ = ["oracle_risk", "population_risk"]
@@ -24,7 +25,7 @@ def population_risk(problem: Problem, m: Float[ArrayLike, "... 5"], t=0.0) -> Fl
     **Returns:** the risk, shape (...).
     """
     # Compiled once per shape: run eagerly, the generated expression dispatches op by op.
-    return evaluate(_task_risk, jnp.asarray(t, dtype=float), jnp.asarray(m, dtype=float), problem)
+    return evaluate(task_risk, jnp.asarray(t, dtype=float), jnp.asarray(m, dtype=float), problem)
 
 
 def oracle_risk(problem: Problem, t=0.0) -> Float[Array, ""]:

@@ -4,7 +4,7 @@ Every mode takes the projected step of docs/science.md section 5 and renormalise
 k <- (k - lr (I - k k^T) g_k) / |.|, and the same for v, where (g_k, g_v) is the
 gradient at the current iterate of the mini-batch squared loss (online), of the
 loss on the batch drawn from the fixed dataset (dataset), or of the exact
-population risk through the overlaps (population). Engine "Rd" keeps k, v and the
+population risk through the overlaps (population). Engine "rd" keeps k, v and the
 samples in R^d; engine "overlaps" runs online SGD as the exact Markov chain on the five
 overlaps (`Problem.sgd_step`, run by `flowsim.sgd.run_sgd`). Both use the engine's runner
 (`flowsim.sgd.logged_scan`): seeds in parallel (vmap), steps in `lax.scan`, logging inside the
@@ -20,16 +20,16 @@ from flowsim._checks import check_choice, check_count
 from flowsim.integrate import traced
 from flowsim.sgd import SGDRun, check_lengths, init_states, logged_scan, make_run
 from flowsim.sgd import run_sgd as run_chain
-from flowsim.tasks.slr._data import GroundTruth, _ground_truth, _sample, empirical_risk
+from flowsim.tasks.slr._data import GroundTruth, empirical_risk, ground_truth, sample
 from flowsim.tasks.slr._overlap_sgd import frame
 from flowsim.tasks.slr._overlaps import overlaps
 from flowsim.tasks.slr._problem import Problem
 
-__all__ = ["DTYPES", "ENGINES", "MODES", "run_sgd", "vectors_with_overlaps"]
+__all__ = ["DTYPES", "ENGINES", "MODES", "projected_step", "run_sgd", "vectors_with_overlaps"]
 
 MODES = ("online", "dataset", "population")
 #: How online SGD is computed: with vectors and samples in R^d, or as the exact chain on the overlaps.
-ENGINES = ("Rd", "overlaps")
+ENGINES = ("overlaps", "rd")
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
 
 
@@ -76,7 +76,11 @@ def _initial_vectors(init, truth: GroundTruth, key, m0):
     return vectors_with_overlaps(m0, truth, key)
 
 
-def _projected_step(vector, gradient, lr):
+def projected_step(vector, gradient, lr):
+    """One step of projected SGD on the unit sphere: along the tangent part of the gradient, renormalised.
+
+    **Returns:** the new unit vector, or NaNs where the step overflowed (reported as a divergence).
+    """
     tangent = gradient - (gradient @ vector) * vector
     new = vector - lr * tangent
     norm = jnp.linalg.norm(new)
@@ -98,7 +102,7 @@ def run_sgd(
     n: int | None = None,
     n_test: int = 10_000,
     dtype: str = "float64",
-    engine: str = "Rd",
+    engine: str = "rd",
 ) -> SGDRun:
     """Train (k, v) in R^d from many seeds at once.
 
@@ -121,7 +125,7 @@ def run_sgd(
     - `n`: the dataset size for mode "dataset" (a multiple of `batch`).
     - `n_test`: held-out samples for the test risk of mode "dataset".
     - `dtype`: "float64" (default) or "float32" for the vectors and the data.
-    - `engine`: "Rd" (vectors and samples in R^d) or "overlaps": online SGD as the exact Markov
+    - `engine`: "rd" (vectors and samples in R^d) or "overlaps": online SGD as the exact Markov
       chain on the five overlaps, at a cost per step independent of d (`flowsim.tasks.slr._overlap_sgd`;
       mode "online", float64 and d >= 5 only). Its runs have the law of the R^d engine's, not its
       sample paths: seed i draws its initialisation and mini-batches from its own key.
@@ -167,17 +171,17 @@ def _run(problem, lr, seed_keys, m0, config):
 
     def one_seed(seed_key, m0):
         key_truth, key_init, key_data, key_test = jax.random.split(seed_key, 4)
-        truth64 = _ground_truth(key_truth, problem.d)
+        truth64 = ground_truth(key_truth, problem.d)
         truth = GroundTruth(truth64.k_star.astype(dtype), truth64.v_star.astype(dtype))
         k, v = _initial_vectors(init, truth, key_init, m0)
-        dataset = _sample(problem, truth, key_data, n, dtype)[:2] if mode == "dataset" else None
-        held_out = _sample(problem, truth, key_test, n_test, dtype)[:2] if mode == "dataset" else None
+        dataset = sample(problem, truth, key_data, n, dtype)[:2] if mode == "dataset" else None
+        held_out = sample(problem, truth, key_test, n_test, dtype)[:2] if mode == "dataset" else None
 
         def gradients(k, v, step, lam):
             if mode == "population":
                 return jax.grad(lambda k, v: problem.risk(lr * step, overlaps(k, v, truth)), (0, 1))(k, v)
             if mode == "online":
-                X, y, _ = _sample(problem, truth, jax.random.fold_in(key_data, step), batch, dtype)
+                X, y, _ = sample(problem, truth, jax.random.fold_in(key_data, step), batch, dtype)
             else:
                 X, y = dataset
                 if batch < n:
@@ -191,7 +195,7 @@ def _run(problem, lr, seed_keys, m0, config):
             k, v = state
             lam = problem.lam_at(lr * index).astype(dtype)
             g_k, g_v = gradients(k, v, index, lam)
-            return _projected_step(k, g_k, lr.astype(dtype)), _projected_step(v, g_v, lr.astype(dtype))
+            return projected_step(k, g_k, lr.astype(dtype)), projected_step(v, g_v, lr.astype(dtype))
 
         def record(state, index):
             k, v = state

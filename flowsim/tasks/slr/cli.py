@@ -13,11 +13,11 @@ from flowsim._checks import POSITIVE, SHARE, at_least
 from flowsim.cli import _parts as parts
 from flowsim.cli._options import Command, init_option, option, output_options, parameter_options, schedule_option
 from flowsim.cli._tables import (
-    _attractor_table,
-    _experiment_tables,
-    _format_table,
-    _sgd_table,
-    _state_columns,
+    attractor_table,
+    experiment_tables,
+    format_table,
+    sgd_table,
+    state_columns,
 )
 from flowsim.compare import ATTRACTOR_TOL, REFERENCES
 from flowsim.schedules import InverseTimeDecay
@@ -33,8 +33,6 @@ DESCRIPTION = "single-location regression with erf attention (Marion et al., ICL
 _EXPERIMENTS = {experiment.name: experiment for experiment in slr.EXPERIMENTS}
 _POPULATION = _EXPERIMENTS["sphere_small_lambda"]
 _SGD = _EXPERIMENTS["sgd_sphere_schedule"]
-#: --engine values and the names `run_sgd` and `reproduce` give them.
-_ENGINES = {"overlaps": "overlaps", "rd": "Rd"}
 _SOLVERS = ("tsit5", "kvaerno5")
 #: The step budget of `verify_convergence`'s solves, which the demo's comparison uses too (see `_demo`).
 _FLOW_MAX_STEPS = 2_000_000
@@ -62,7 +60,7 @@ def _init_option(parser, what: str) -> None:
 
 
 def _engine_option(parser, text: str) -> None:
-    parser.add_argument("--engine", choices=tuple(_ENGINES), default="overlaps", help=text)
+    parser.add_argument("--engine", choices=slr.ENGINES, default="overlaps", help=text)
 
 
 _POPULATION_DEFAULTS = dict(d=_POPULATION.d, L=_POPULATION.L, lam=_POPULATION.lam, gamma=_POPULATION.gamma, eps=0.0)
@@ -202,6 +200,21 @@ class _SGDSetting:
     seeds: int
     engine: str
 
+    def run(self, problem: slr.Problem, key, **options) -> slr.SGDRun:
+        """`run_sgd` with these settings (`options`: its mode, n, dtype)."""
+        return slr.run_sgd(
+            problem,
+            key,
+            init=self.init,
+            lr=self.lr,
+            steps=self.steps,
+            batch=self.batch,
+            log_every=self.log_every,
+            seeds=self.seeds,
+            engine=self.engine,
+            **options,
+        )
+
 
 def _run_sgd_and_compare(record, problem: slr.Problem, key, prefix: str, setting: _SGDSetting, **options) -> None:
     """Online SGD against the flow (or the map) from the same starts: table printed, CSV and overlay written.
@@ -210,17 +223,7 @@ def _run_sgd_and_compare(record, problem: slr.Problem, key, prefix: str, setting
     """
     what = f"online SGD ({setting.engine} engine), {setting.steps} steps x {setting.seeds} seeds, d = {problem.d}"
     with record.phase("sgd", what):
-        run = slr.run_sgd(
-            problem,
-            key,
-            init=setting.init,
-            lr=setting.lr,
-            steps=setting.steps,
-            batch=setting.batch,
-            log_every=setting.log_every,
-            seeds=setting.seeds,
-            engine=_ENGINES[setting.engine],
-        )
+        run = setting.run(problem, key)
     comparison = parts.run_comparison(record, run, prefix, **options)
     init = setting.init if isinstance(setting.init, str) else "given overlaps"
     print(
@@ -261,7 +264,7 @@ def _demo(args) -> int:
         f"{risk:.6f}" if math.isnan(stderr) else f"{risk:.3e} ± {stderr:.1e}"
         for risk, stderr in zip(risks["risk"], risks["stderr"], strict=True)
     ]
-    print(_format_table(("predictor", "risk", "how"), zip(risks["predictor"], shown, risks["how"], strict=True)))
+    print(format_table(("predictor", "risk", "how"), zip(risks["predictor"], shown, risks["how"], strict=True)))
     print()
     parts.run_portrait(record, problem, keys[1], "portrait/", trajectories=8, t_max=200.0, grid=41)
 
@@ -358,7 +361,7 @@ def _flow(args) -> int:
         )
         for i in range(args.n)
     ]
-    print(_format_table(("trajectory", "status", "t_final", *_NAMES, "risk"), rows))
+    print(format_table(("trajectory", "status", "t_final", *_NAMES, "risk"), rows))
     return parts.finish(record)
 
 
@@ -386,9 +389,9 @@ def _portrait(args) -> int:
             )
         found, labels, starts = figure.flowsim_attractors, figure.flowsim_labels, figure.flowsim_starts
         record.write_csv(
-            "basins.csv", {"start": np.arange(len(starts)), **_state_columns(starts, _NAMES), "attractor": labels}
+            "basins.csv", {"start": np.arange(len(starts)), **state_columns(starts, _NAMES), "attractor": labels}
         )
-        record.write_csv("attractors.csv", _attractor_table(found, problem))
+        record.write_csv("attractors.csv", attractor_table(found, problem))
         parts.record_failures(record, figure.flowsim_trajectories, "basin start")
         parts.save(record, figure, "basins")
         print(f"\nAttractors reached from {len(starts)} {args.basin_init} starts by t = {args.basin_t_max:g}")
@@ -402,7 +405,7 @@ def _portrait(args) -> int:
             )
             for a in found
         ]
-        print(_format_table(("(kappa, nu, theta, eta, rho)", "kind", "risk", "share", "oracle"), rows))
+        print(format_table(("(kappa, nu, theta, eta, rho)", "kind", "risk", "share", "oracle"), rows))
         print(f"not converged: {np.mean(labels < 0):.1%}")
     return parts.finish(record)
 
@@ -419,21 +422,8 @@ def _sgd(args) -> int:
     record = parts.record(args)
     what = f"{args.mode} SGD ({args.engine} engine), {args.steps} steps x {args.seeds} seeds, d = {problem.d}"
     with record.phase("sgd", what):
-        run = slr.run_sgd(
-            problem,
-            jax.random.key(args.seed),
-            init=setting.init,
-            lr=setting.lr,
-            steps=setting.steps,
-            batch=setting.batch,
-            mode=args.mode,
-            log_every=setting.log_every,
-            seeds=setting.seeds,
-            n=args.n,
-            dtype=args.dtype,
-            engine=_ENGINES[setting.engine],
-        )
-    record.write_csv("trajectories.csv", _sgd_table(run))
+        run = setting.run(problem, jax.random.key(args.seed), mode=args.mode, n=args.n, dtype=args.dtype)
+    record.write_csv("trajectories.csv", sgd_table(run))
     title = f"{what}, lr = {args.lr:g}, batch = {args.batch}, $\\lambda$ = {problem.schedule().describe()}"
     parts.save(record, _sgd_figure(run, title), "sgd")
     for failure in run.failures():
@@ -451,7 +441,7 @@ def _sgd(args) -> int:
         (seed, *(f"{x:+.4f}" for x in m[seed]), f"{risk[seed]:.6g}", diverged.get(seed, ""))
         for seed in range(args.seeds)
     ]
-    print(_format_table(("seed", *_NAMES, "risk", "diverged at step"), rows))
+    print(format_table(("seed", *_NAMES, "risk", "diverged at step"), rows))
     return parts.finish(record)
 
 
@@ -543,31 +533,19 @@ def _reproduce(args) -> int:
         seeds=args.seeds,
         experiments=chosen,
         log=record.log,
-        engine=_ENGINES[args.engine],
+        engine=args.engine,
     )
     for result in runs:
         record.phases[result.experiment.name] = result.seconds
         parts.save(record, slr.experiment_figure(result), result.experiment.name)
-        _record_divergences(record, result)
-    summary, attractors, trajectories = _experiment_tables(runs, chosen[0].task)
+        parts.record_failures(record, result, f"{result.experiment.name}, seed")
+    summary, attractors, trajectories = experiment_tables(runs, chosen[0].task)
     record.write_csv("summary.csv", summary)
     record.write_csv("attractors.csv", attractors)
     record.write_csv("trajectories.csv", trajectories)
     print()
     print(summary_table(runs))
     return parts.finish(record)
-
-
-def _record_divergences(record, result) -> None:
-    finite = np.isfinite(result.ys).all(axis=-1)
-    for seed in np.flatnonzero(~finite.all(axis=1)):
-        step = int(result.steps[np.argmin(finite[seed])])
-        record.fail(
-            f"{result.experiment.name}, seed {seed}: diverged by logged step {step}",
-            experiment=result.experiment.name,
-            seed=int(seed),
-            step=step,
-        )
 
 
 #: name, what it does (its --help), the function that runs it, the function that adds its options.
