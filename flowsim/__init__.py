@@ -10,6 +10,7 @@ from flowsim import (
     _checkout,
     _config,  # noqa: F401  (float64 before anything is traced)
 )
+from flowsim._interrupt import Interrupted
 from flowsim._status import Failure, Status
 from flowsim._task import (
     AbstractTask,
@@ -40,6 +41,7 @@ __all__ = [
     "ExperimentResult",
     "Failure",
     "FixedPoint",
+    "Interrupted",
     "MapTrajectories",
     "Outcomes",
     "Parameter",

@@ -11,13 +11,16 @@ import numpy as np
 __all__ = [
     "NON_NEGATIVE",
     "POSITIVE",
+    "SEED",
     "SHARE",
     "Allowed",
+    "as_key",
     "at_least",
     "check_choice",
     "check_count",
     "check_positive",
     "check_shape",
+    "python_scalar",
 ]
 
 
@@ -65,6 +68,8 @@ def at_least(minimum: int) -> Allowed:
 POSITIVE = Allowed("a finite number > 0", lambda x: math.isfinite(x) and x > 0)
 NON_NEGATIVE = Allowed("a finite number >= 0", lambda x: math.isfinite(x) and x >= 0)
 SHARE = Allowed("a number in [0, 1]", lambda x: 0 <= x <= 1)
+#: The seeds `jax.random.key` takes (it converts them to a C long).
+SEED = Allowed("an integer in [0, 2**63 - 1]", lambda x: 0 <= x <= 2**63 - 1, integer=True)
 
 
 def check_positive(name: str, value) -> float:
@@ -90,3 +95,33 @@ def check_shape(name: str, value, shape: tuple[int, ...], meaning: str = "") -> 
     if array.shape != shape:
         raise ValueError(f"{name} must have shape {meaning or ''}{shape}, got {array.shape}")
     return array
+
+
+def python_scalar(value):
+    """A NumPy or concrete JAX scalar as the Python number it holds; anything else unchanged.
+
+    The converter of a task's static fields (shapes such as d): a static field must hold a plain,
+    hashable Python value, and NumPy integers come in wherever a user computes a size with NumPy.
+    """
+    if isinstance(value, np.generic) or (
+        isinstance(value, np.ndarray | jax.Array) and value.ndim == 0 and not isinstance(value, jax.core.Tracer)
+    ):
+        return value.item()
+    return value
+
+
+def as_key(key, name: str = "key"):
+    """A JAX PRNG key from a key or an integer seed (`jax.random.key(seed)`), else ValueError.
+
+    Typed keys (`jax.random.key`), traced ones included, pass unchanged; so do legacy raw keys
+    (`jax.random.PRNGKey`: two uint32), which every `jax.random` function still takes.
+    """
+    if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+        return jax.random.key(SEED.check(f"{name} (an integer seed)", key))
+    if isinstance(key, jax.Array) and (
+        jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) or (key.dtype == np.uint32 and key.shape == (2,))
+    ):
+        return key
+    raise ValueError(
+        f"{name} must be a JAX PRNG key, jax.random.key(seed), or an integer seed in [0, 2**63 - 1], got {key!r}"
+    )

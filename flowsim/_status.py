@@ -17,6 +17,7 @@ class Status(enum.IntEnum):
     SOLVER_FAILURE = 3  #: the solver failed (step size underflow, non-finite values, ...)
     INVALID_INITIAL_CONDITION = 4  #: rejected before computing
     DIVERGED = 5  #: an iterate (of the map or of SGD) became non-finite
+    INTERRUPTED = 6  #: stopped by Ctrl-C; the states computed until then are kept
 
     @property
     def ok(self) -> bool:

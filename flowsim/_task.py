@@ -32,6 +32,7 @@ __all__ = [
     "images",
     "max_abs",
     "show_state",
+    "symmetry_text",
     "task_jacobian",
     "task_risk",
     "task_vector_field",
@@ -291,6 +292,17 @@ def canonical(task: AbstractTask, ys, *, zero: float = 1e-9) -> np.ndarray:
         leading = np.take_along_axis(difference, first[..., None], axis=-1)[..., 0]
         best = np.where(nonzero.any(axis=-1) & (leading > 0), g, best)
     return np.take_along_axis(candidates, best[None, ..., None], axis=0)[0]
+
+
+def symmetry_text(task: AbstractTask) -> str:
+    """The task's symmetries as maps of its state, e.g. "(a, b, c) -> (-a, -b, c)"; "none" if only the identity."""
+    names = task.state_names
+    maps = []
+    for row in np.asarray(task.symmetries):
+        if (row < 0).any():
+            images = ", ".join(("-" if sign < 0 else "") + name for sign, name in zip(row, names, strict=True))
+            maps.append(f"({', '.join(names)}) -> ({images})")
+    return "; ".join(maps) or "none"
 
 
 def show_state(task: AbstractTask, y) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 from flowsim import _status
 from flowsim._checks import NON_NEGATIVE, check_choice, check_count, check_positive
 from flowsim._status import Failure, Status
-from flowsim._task import distance_up_to_symmetry, max_abs
+from flowsim._task import distance_up_to_symmetry, max_abs, symmetry_text
 from flowsim.integrate import solve_flow
 from flowsim.maps import iterate_map
 from flowsim.sgd import SGDRun, run_sgd
@@ -64,6 +64,8 @@ class Comparison(eqx.Module):
     - `risk_deviation`: the same for the risk, (seeds,).
     - `end_distance`: max-norm distance between the end points, up to the task's symmetries, (seeds,).
     - `same_attractor`: whether both ended at the same attractor (see `compare`), (seeds,).
+    - `symmetry`: the task's symmetries in words (`symmetry_text`): end points that one of them maps
+      onto each other count as the same, while `deviation` compares the states as they are.
     - `attractor_tol`: the tolerance used.
     - `status`: a `Status` per seed: SUCCESS, or the failure of either side (SGD divergence,
       solver failure), whose deviations are inf and same_attractor False.
@@ -84,6 +86,7 @@ class Comparison(eqx.Module):
     end_distance: np.ndarray
     same_attractor: np.ndarray
     attractor_tol: float
+    symmetry: str
     status: np.ndarray
     reasons: dict[int, str]
 
@@ -128,6 +131,12 @@ class Comparison(eqx.Module):
             f"same attractor (end points, or where the flow takes them, within {self.attractor_tol:g}): "
             f"{int(self.same_attractor.sum())} of {len(self.same_attractor)} seeds"
         )
+        if self.symmetry != "none":
+            lines.append(
+                f"end dist and same attr. are taken up to the symmetry {self.symmetry} (both give one predictor); "
+                "|d .| compare the states as they are, so a seed ending at the image of its reference's "
+                "end point shows a large |d .| and the same attractor"
+            )
         lines += [f"seed {seed}: {why}" for seed, why in sorted(self.reasons.items())]
         return "\n".join(lines)
 
@@ -224,6 +233,7 @@ def compare(
         end_distance=end_distance,
         same_attractor=same,
         attractor_tol=float(attractor_tol),
+        symmetry=symmetry_text(task),
         status=status,
         reasons=dict(sorted(failed.items())),
     )

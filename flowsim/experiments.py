@@ -15,7 +15,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import check_choice, check_count, check_positive, check_shape
+from flowsim._checks import as_key, check_choice, check_count, check_positive, check_shape
 from flowsim._status import Failure
 from flowsim._task import task_risk
 from flowsim.fixedpoints import Attractor
@@ -154,7 +154,7 @@ def run_experiment(
     - `experiment`: has `task` (its schedule included), `init` (a name of the task's
       initialisations), `alpha` (the step size), `steps`, `algorithm` (one of `ALGORITHMS`) and
       `batch` (samples per SGD step, or None).
-    - `key`: a JAX PRNG key (initialisations; for SGD also the data).
+    - `key`: a JAX PRNG key or an integer seed (initialisations; for SGD also the data).
     - `seeds`: the number of independent runs (>= 1).
     - `scale`: the fraction of the experiment's steps to run (> 0; 1 is the full length).
     - `log_points`: about how many logged steps (>= 1; every step for short runs).
@@ -172,6 +172,7 @@ def run_experiment(
     log_points = check_count("log_points", log_points, 1)
     tol = check_positive("tol", tol)
     task = experiment.task
+    key = as_key(key)
     if y0 is not None:
         y0 = check_shape("y0", y0, (seeds, task.dimension), f"(seeds, {task.dimension}) = ")
     start = time.perf_counter()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 
+from flowsim._checks import as_key
 from flowsim._task import task_vector_field
 from flowsim.compare import REFERENCE_NAMES, Comparison
 from flowsim.fixedpoints import attractors, fixed_points
@@ -77,7 +78,7 @@ def phase_portrait(
 
     - `task`: an `AbstractTask` (at its scheduled parameter's value at t = 0).
     - `trajectories`: how many sample trajectories to draw (0 for none).
-    - `key`: a JAX PRNG key for their starts (default `jax.random.key(0)`).
+    - `key`: a JAX PRNG key or an integer seed for their starts (default `jax.random.key(0)`).
     - `t_max`: how long they are integrated.
     - `grid`: points per side of the streamline grid.
     - `ax`: draw into these axes instead of a new figure.
@@ -278,7 +279,7 @@ def basin_map(
 
     - `task`: an `AbstractTask` (its schedule included).
     - `n`: the number of starts (with `grid`, a side x side lattice, side = round(sqrt(n))).
-    - `key`: a JAX PRNG key for random starts (default `jax.random.key(0)`).
+    - `key`: a JAX PRNG key or an integer seed for random starts (default `jax.random.key(0)`).
     - `kind`: the initialisation (default the task's first).
     - `t_max`: how long each start is integrated.
     - `pair`: the two coordinates on the axes (default the first two; with `grid`, the planar
@@ -344,7 +345,7 @@ def _state_tuple(task) -> str:
 
 
 def _key(key):
-    return jax.random.key(0) if key is None else key
+    return jax.random.key(0) if key is None else as_key(key)
 
 
 def task_lattice(planar, n: int) -> np.ndarray:
@@ -454,6 +455,7 @@ def comparison_figure(comparison: Comparison, task, *, seeds=None, title: str | 
             f"SGD (lr = {comparison.lr:g}) vs {reference}: max |d state| = "
             f"{comparison.max_deviation.max():.3g}, same attractor {int(comparison.same_attractor.sum())}"
             f"/{len(comparison.same_attractor)}"
+            + ("" if comparison.symmetry == "none" else f" (up to {comparison.symmetry})")
         )
     fig = sgd_figure(
         task,

@@ -17,8 +17,10 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from flowsim import _status
+from flowsim._interrupt import Interrupted, checking_enabled, ctrl_c_stops, run_interruptibly
+from flowsim._memory import Need, check_fits
 from flowsim._status import Failure, Status
-from flowsim._task import check_states, task_risk, task_vector_field
+from flowsim._task import check_states, task_jacobian, task_risk, task_vector_field
 
 __all__ = ["Failure", "Status", "Trajectories", "evaluate", "integrate", "solve_flow", "traced"]
 
@@ -86,7 +88,14 @@ class Trajectories(eqx.Module):
 
 
 #: Why a solve failed, by the code `_solve` returns (0: it did not).
-_REASONS = (None, None, "the maximum number of steps", "the step size fell to its minimum", "the solver failed")
+_REASONS = (
+    None,
+    None,
+    "the maximum number of steps",
+    "the step size fell to its minimum",
+    "the solver failed",
+    "stopped by Ctrl-C",
+)
 
 
 def integrate(
@@ -104,6 +113,7 @@ def integrate(
     max_steps: int = 100_000,
     steady_state_tol: float | None = None,
     progress: bool = False,
+    interruptible: bool | None = None,
 ) -> Trajectories:
     """Integrate dy/dt = field(t, y, args) from each row of y0, saving at ts.
 
@@ -122,18 +132,32 @@ def integrate(
     - `steady_state_tol`: if given, a trajectory stops once |field| < this tolerance;
       its later saved times hold its final state.
     - `progress`: show a progress meter (tqdm) during the solve.
+    - `interruptible`: solve in up to `SEGMENTS` segments of the saved times, one compiled call
+      each, so that Ctrl-C takes effect at the end of the current segment and raises
+      `flowsim.Interrupted` with every state computed until then. Each segment restarts the step
+      size control (a few more steps; the same tolerances). Default: inside
+      `flowsim._interrupt.checking()` (the command line), else one call for the whole solve.
 
-    **Returns:** a `Trajectories`.
+    **Returns:** a `Trajectories` (or raises `flowsim.Interrupted`, which holds one).
     """
     y0 = jnp.asarray(y0, dtype=float)
     ts = jnp.asarray(ts, dtype=float)
     if ts.ndim != 1 or ts.size < 2 or not bool(jnp.all(jnp.diff(ts) > 0)):
         raise ValueError("ts must be a 1-D array of at least two strictly increasing times")
-    valid = np.ones(y0.shape[0], bool) if valid is None else np.asarray(valid, bool)
+    batch, n = y0.shape
+    saved = Need(
+        f"the saved states ({batch} trajectories x {ts.size} times x {n} values)",
+        3 * batch * ts.size * (n + 1) * 8,  # the solve's output, the observed values, their copies
+        "save fewer times or solve fewer starts (--saves, --n)",
+    )
+    check_fits("integrate", [saved])
+    valid = np.ones(batch, bool) if valid is None else np.asarray(valid, bool)
     # Invalid rows are solved from a harmless copy of a valid row (static shapes), then masked.
     safe_y0 = jnp.where(valid[:, None], y0, y0[int(np.argmax(valid))] if valid.any() else 0.0)
     args = traced(args)
-    ys, y_final, t_final, status, why, num_steps = _solve(
+    interruptible = checking_enabled() if interruptible is None else interruptible
+    solve = _solve_in_segments if interruptible else _solve_at_once
+    ys, y_final, t_final, status, why, num_steps, interrupted = solve(
         field,
         safe_y0,
         ts,
@@ -142,7 +166,7 @@ def integrate(
         diffrax.PIDController(rtol=rtol, atol=atol),
         max_steps,
         steady_state_tol,
-        diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter(),
+        progress,
     )
     status, why, t_final = np.array(status), np.asarray(why), np.array(t_final)
     reasons = {}
@@ -166,7 +190,10 @@ def integrate(
         observed = jnp.full(ys.shape[:2], jnp.nan)
     else:
         observed = _observe_all(observe, ts, ys, args)
-    return Trajectories(ts, ys, observed, jnp.asarray(status), jnp.asarray(t_final), y_final, num_steps, reasons)
+    solved = Trajectories(ts, ys, observed, jnp.asarray(status), jnp.asarray(t_final), y_final, num_steps, reasons)
+    if interrupted:
+        raise Interrupted(solved, f"at t = {float(np.min(t_final)):.6g} of {float(ts[-1]):.6g}")
+    return solved
 
 
 @eqx.filter_jit
@@ -174,10 +201,81 @@ def _observe_all(observe, ts, ys, args):
     return jax.vmap(jax.vmap(observe, (0, 0, None)), (None, 0, None))(ts, ys, args)
 
 
+#: Segments of an interruptible solve: Ctrl-C waits for at most about 1/SEGMENTS of the solve.
+SEGMENTS = 16
+
+
+def _solve_at_once(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress):
+    meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
+    solved = _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, meter)
+    return (*solved, False)
+
+
+def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress):
+    """`_solve` over consecutive runs of the saved times, each from where the last one ended.
+
+    Every segment saves at k + 1 times (the last one padded with ts[-1]: one compiled solve serves
+    all). A trajectory that ends in a segment (steady state, failure) keeps that segment's outcome;
+    the step budget counts over all segments. Ctrl-C during a segment lets it finish, then stops.
+    """
+    from tqdm.auto import tqdm
+
+    ts_host = np.asarray(ts)
+    intervals = len(ts_host) - 1
+    k = -(-intervals // min(SEGMENTS, intervals))
+    count = -(-intervals // k)
+    padded = np.concatenate([ts_host, np.full(count * k - intervals, ts_host[-1])])
+    batch, n = y0.shape
+    ys = np.full((batch, len(ts_host), n), np.nan)
+    y_final, start = np.array(y0), np.array(y0)
+    t_final = np.full(batch, ts_host[0])
+    status, why = np.full(batch, int(Status.SUCCESS)), np.zeros(batch, int)
+    used, done = np.zeros(batch, int), np.zeros(batch, bool)
+    interrupted = False
+    bar = tqdm(total=float(ts_host[-1] - ts_host[0]), unit="t", disable=not progress)
+    with ctrl_c_stops():
+        for segment in range(count):
+            first = segment * k
+            saved = min(k, intervals - first) + 1
+            meter = diffrax.NoProgressMeter()
+            outputs, interrupted = run_interruptibly(
+                _solve,
+                field,
+                jnp.asarray(start),
+                jnp.asarray(padded[first : first + k + 1]),
+                args,
+                solver,
+                controller,
+                max_steps,
+                steady_state_tol,
+                meter,
+            )
+            s_ys, s_final, s_t, s_status, s_why, s_steps = (np.asarray(x) for x in outputs)
+            live = ~done
+            ys[live, first : first + saved] = s_ys[live, :saved]
+            y_final[live], t_final[live] = s_final[live], s_t[live]
+            used[live] += s_steps[live]
+            ended = live & (s_status != Status.SUCCESS)
+            status[ended], why[ended] = s_status[ended], s_why[ended]
+            spent = live & ~ended & (used >= max_steps) & (segment < count - 1)
+            status[spent], why[spent] = Status.MAX_STEPS, 2
+            done |= ended | spent
+            # Ended trajectories go on from a harmless finite state (static shapes); their results are ignored.
+            start = np.where(done[:, None] | ~np.isfinite(s_final), start, s_final)
+            bar.update(float(padded[first + k] - padded[first]))
+            interrupted = interrupted and segment < count - 1  # a Ctrl-C in the last segment stopped nothing
+            if interrupted:
+                status[~done], why[~done] = Status.INTERRUPTED, 5
+                break
+    bar.close()
+    return jnp.asarray(ys), jnp.asarray(y_final), t_final, status, why, jnp.asarray(used), interrupted
+
+
 @eqx.filter_jit
 def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress_meter):
     term = diffrax.ODETerm(field)
     saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)])
+
     event = None
     if steady_state_tol is not None:
 
@@ -225,6 +323,30 @@ def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol,
     return jax.vmap(one)(y0)
 
 
+#: Where Tsit5's region of absolute stability ends on the negative real axis: a step h is stable
+#: only while h |lambda| stays below it for the Jacobian's eigenvalues lambda.
+EXPLICIT_STABILITY = 3.5
+
+
+def explicit_steps(task, y0, t_span: float, t: float = 0.0) -> float:
+    """About how many steps an explicit solver (Tsit5) takes over `t_span`, bound by stability alone.
+
+    The spectral radius of the task's Jacobian at the starts, times t_span, over
+    `EXPLICIT_STABILITY`: where this exceeds the steps accuracy needs, the flow is stiff there and
+    an implicit solver (Kvaerno5) takes far fewer steps. An estimate from the starts only.
+
+    **Arguments:**
+
+    - `task`: an `AbstractTask`; `y0`: states (batch, n); `t_span`: the length of the solve;
+      `t`: the time of the starts.
+
+    **Returns:** the estimate for the stiffest start.
+    """
+    jacobians = evaluate(jax.vmap(task_jacobian, (None, 0, None)), jnp.asarray(t, float), jnp.asarray(y0), task)
+    radius = float(np.max(np.abs(np.linalg.eigvals(np.asarray(jacobians)))))
+    return radius * float(t_span) / EXPLICIT_STABILITY
+
+
 def solve_flow(task, y0, ts, **options) -> Trajectories:
     """Integrate the gradient flow of a task from a batch of initial states.
 
@@ -242,6 +364,10 @@ def solve_flow(task, y0, ts, **options) -> Trajectories:
     """
     y0, valid, reasons = check_states(task, y0)
     options.setdefault("max_steps", task.flow_max_steps())
-    return integrate(
-        task_vector_field, y0, ts, task, observe=task_risk, valid=valid, invalid_reasons=reasons, **options
-    )
+    try:
+        return integrate(
+            task_vector_field, y0, ts, task, observe=task_risk, valid=valid, invalid_reasons=reasons, **options
+        )
+    except Interrupted as error:
+        error.task = task  # names the states of the partial result
+        raise

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PACKAGES",
     "RunRecord",
+    "earlier_run",
     "environment",
     "log_to_stderr",
     "long_table",
@@ -50,22 +52,55 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
 
-def prepare_folder(path) -> Path:
-    """Create a folder (and its parents) and check that files can be written in it.
+def earlier_run(folder) -> dict | None:
+    """The record (run.json) of the flowsim run that wrote `folder`, or None if it holds none."""
+    try:
+        record = json.loads((Path(folder) / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and str(record.get("command", "")).startswith("flowsim") else None
 
-    Called before any computation, so that a run never computes for minutes to fail on writing.
+
+def prepare_folder(path, *, replace: bool = False) -> Path:
+    """Make `path` an empty folder that can be written, before any computation.
+
+    A folder never mixes two runs: an existing folder must be empty, or hold an earlier flowsim
+    run (its run.json) and `replace` be given, which deletes that run first. A folder holding
+    anything else is never deleted. Checked before computing, so that a run never computes for
+    minutes to fail on writing.
 
     **Arguments:**
 
-    - `path`: the folder.
+    - `path`: the folder (created with its parents if needed).
+    - `replace`: delete an earlier flowsim run found there.
 
     **Returns:** the folder as a `Path`.
 
-    **Raises:** ValueError saying which folder cannot be written and why.
+    **Raises:** ValueError saying which folder cannot be used, why, and what to do instead.
     """
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"cannot write results into {folder}: it is a file (results need a folder)")
+    entries = sorted(folder.iterdir()) if folder.is_dir() else []
+    if entries:
+        earlier = earlier_run(folder)
+        if earlier is None:
+            shown = ", ".join(entry.name for entry in entries[:3]) + (", ..." if len(entries) > 3 else "")
+            raise ValueError(
+                f"cannot write results into {folder}: it is not empty ({shown}) and holds no earlier flowsim run "
+                "(no run.json); give a new or empty folder (flowsim deletes only its own results)"
+            )
+        if not replace:
+            raise ValueError(
+                f"{folder} holds an earlier run ({earlier.get('command')}, started {earlier.get('started')}, "
+                f"status {earlier.get('status')!r}): give another folder, or --replace (replace=True) to delete it "
+                "first (a folder never mixes two runs)"
+            )
+        for entry in entries:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
@@ -239,20 +274,24 @@ def log_to_stderr(line: str) -> None:
 
 
 class RunRecord:
-    """A run's output folder and its record, written to `run.json` there by `finish`.
+    """A run's output folder and its record, `run.json` there, kept current as the run goes.
 
     The record holds the command, every parameter, the seed, the environment (`environment`),
     the start time (ISO 8601, UTC), the duration of the run and of each phase, the files
-    written through it (paths relative to the folder), the status ("ok" or "numerical
-    failure"), each failure's details and a free-form summary.
+    written through it (paths relative to the folder), the status, each failure's details and a
+    free-form summary. run.json is written when the record is made (status "running") and again
+    after every file and phase, so that a run killed at any point leaves a record of what it
+    finished; `finish` writes the final status: "ok", "numerical failure" (results kept),
+    "interrupted" or "error".
 
     **Arguments:**
 
-    - `folder`: the output folder, created and checked by `prepare_folder`.
+    - `folder`: the output folder (see `prepare_folder`: new, empty, or an earlier run to replace).
     - `command`: the command's name.
     - `parameters`: every parameter of the run (JSON-serialisable values).
     - `seed`: the PRNG seed, if any.
     - `log`: called with a line when a phase starts and ends (default: print to stderr; None: silent).
+    - `replace`: delete an earlier flowsim run in `folder` first.
     """
 
     def __init__(
@@ -263,8 +302,10 @@ class RunRecord:
         *,
         seed: int | None = None,
         log: Callable[[str], None] | None = log_to_stderr,
+        replace: bool = False,
     ):
-        self.folder = prepare_folder(folder)
+        self.created = not Path(folder).exists()
+        self.folder = prepare_folder(folder, replace=replace)
         self.command = command
         self.parameters = dict(parameters)
         self.seed = seed
@@ -273,8 +314,12 @@ class RunRecord:
         self.phases: dict[str, float] = {}
         self.failures: list[dict] = []
         self.summary: dict = {}
+        self.reason: str | None = None  # why the run did not end (interrupted, error)
+        self.closed = False
         self._log = log
         self._clock = time.perf_counter()
+        self._environment = environment()
+        self._write_record("running")
 
     @contextlib.contextmanager
     def phase(self, name: str, description: str = "") -> Iterator[None]:
@@ -286,6 +331,7 @@ class RunRecord:
         finally:
             self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
             self.log(f"{name}: {time.perf_counter() - start:.1f} s")
+        self._write_record("running")
 
     def log(self, line: str) -> None:
         """Log a line, prefixed with the seconds since the run started."""
@@ -313,6 +359,7 @@ class RunRecord:
             name = path.relative_to(self.folder).as_posix()
             if name not in self.files:
                 self.files.append(name)
+        self._write_record("running")
 
     def write_text(self, name: str, text: str) -> Path:
         """Write a text file into the folder (atomically) and record it."""
@@ -336,14 +383,35 @@ class RunRecord:
         """Record a numerical failure: a one-line `message` and where it happened (e.g. seed, step, time)."""
         self.failures.append({"message": message, **where})
 
-    def finish(self) -> Path:
-        """Write `run.json` (atomically) with everything recorded so far.
+    def finish(self, status: str | None = None, reason: str | None = None) -> Path:
+        """Write the final `run.json` (atomically) with everything recorded so far.
+
+        **Arguments:**
+
+        - `status`: "interrupted" or "error" for a run that did not end; default `status` ("ok" or
+          "numerical failure").
+        - `reason`: why it did not end (e.g. the error's message).
 
         **Returns:** its path.
         """
+        self.reason, self.closed = reason, True
+        return self._write_record(status or self.status)
+
+    def discard(self) -> None:
+        """Remove run.json, and the folder if this run created it and left it empty: for a run refused
+        (invalid input found once the folder was made) before it wrote any file."""
+        if self.files:
+            raise ValueError(f"the run wrote {len(self.files)} files into {self.folder}: finish it instead")
+        (self.folder / "run.json").unlink(missing_ok=True)
+        if self.created and not any(self.folder.iterdir()):
+            self.folder.rmdir()
+        self.closed = True
+
+    def _write_record(self, status: str) -> Path:
         record = {
             "command": self.command,
-            "status": self.status,
+            "status": status,
+            **({"reason": self.reason} if self.reason else {}),
             "failures": self.failures,
             "summary": self.summary,
             "parameters": self.parameters,
@@ -351,7 +419,7 @@ class RunRecord:
             "started": self.started.isoformat(timespec="seconds").replace("+00:00", "Z"),
             "durations_s": {"total": self.elapsed, "phases": self.phases},
             "files": self.files,
-            "environment": environment(),
+            "environment": self._environment,
         }
         text = json.dumps(_jsonable(record), indent=2, allow_nan=False)
         return write_text(self.folder / "run.json", text + "\n")

@@ -13,13 +13,24 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from flowsim import _status
-from flowsim._checks import check_count, check_positive
+from flowsim._checks import as_key, check_count, check_positive
+from flowsim._interrupt import Interrupted, ctrl_c_stops, run_interruptibly, stop_requested
+from flowsim._memory import Need, check_fits, format_bytes, tree_bytes
 from flowsim._status import Failure, Status
 from flowsim._task import check_states
 from flowsim.integrate import evaluate, traced
 from flowsim.maps import risk_along
 
-__all__ = ["SGDRun", "check_lengths", "logged_scan", "make_run", "run_sgd"]
+__all__ = [
+    "NOISE_CHUNK_BYTES",
+    "SGDRun",
+    "check_lengths",
+    "finish_run",
+    "logged_needs",
+    "logged_scan",
+    "make_run",
+    "run_sgd",
+]
 
 
 class SGDRun(eqx.Module):
@@ -36,6 +47,7 @@ class SGDRun(eqx.Module):
       a held-out sample, (seeds, logs); None otherwise.
     - `status`: a `Status` per seed (SUCCESS or DIVERGED).
     - `first_bad`: the first step whose state was not finite (-1 where none), (seeds,).
+    - `stopped_at`: the step at which Ctrl-C stopped the seed (-1 where none), (seeds,).
     """
 
     task: object
@@ -47,6 +59,7 @@ class SGDRun(eqx.Module):
     test_risk: Float[Array, "seeds logs"] | None
     status: Int[Array, " seeds"]
     first_bad: Int[Array, " seeds"]
+    stopped_at: Int[Array, " seeds"]
 
     @property
     def lr(self) -> float:
@@ -59,26 +72,30 @@ class SGDRun(eqx.Module):
         return np.asarray(self.task.schedule()(jnp.asarray(self.times, dtype=float)))
 
     def failures(self) -> list[Failure]:
-        """Every diverged seed, with its first non-finite step."""
-        first_bad = np.asarray(self.first_bad)
-        reasons = {
+        """Every diverged seed, with its first non-finite step, and every seed stopped by Ctrl-C, with where."""
+        first_bad, stopped_at = np.asarray(self.first_bad), np.asarray(self.stopped_at)
+        reasons = {int(i): f"stopped by Ctrl-C at step {stopped_at[i]}" for i in np.flatnonzero(stopped_at >= 0)}
+        reasons |= {
             int(i): f"the iterate became non-finite at step {first_bad[i]}" for i in np.flatnonzero(first_bad >= 0)
         }
-        return _status.failures(self.status, self.lr * np.maximum(first_bad, 0), reasons, first_bad)
+        steps = np.where(first_bad >= 0, first_bad, stopped_at)
+        return _status.failures(self.status, self.lr * np.maximum(steps, 0), reasons, steps)
 
 
-def logged_scan(step, record, state, logs: int, log_every: int, draw=None):
+def logged_scan(step, record, state, logs: int, log_every: int, draw=None, largest_chunk: int = 256):
     """Run `step` for logs * log_every steps in `lax.scan`, logging as it goes.
 
     `step(state, n) -> state`, or `step(state, n, draw(n))` when `draw` is given: the random
     numbers of step n are then drawn in bulk for a chunk of steps before they run (fewer,
-    larger operations per step), and depend on n only, not on the chunking or `log_every`.
+    larger operations per step), and depend on n only, not on the chunking or `log_every`. A
+    chunk is the largest divisor of log_every up to `largest_chunk` steps.
 
     **Returns:** `record(state, n)` (a list of arrays) at n = 0, log_every, ..., stacked on a
-    first axis, then the first step whose state was not finite (-1 if none). From that step on,
-    the state is NaN: a diverged seed logs no half-finite values.
+    first axis, then the first step whose state was not finite (-1 if none), then the step at
+    which Ctrl-C stopped the run (-1 if none; `flowsim._interrupt`: later logs are NaN). From a
+    divergence on, the state is NaN: a diverged seed logs no half-finite values.
     """
-    chunk = _chunk_size(log_every) if draw is not None else log_every
+    chunk = _chunk_size(log_every, largest_chunk) if draw is not None else log_every
 
     def one_step(carry, noise):
         state, index, first_bad = carry
@@ -92,20 +109,47 @@ def logged_scan(step, record, state, logs: int, log_every: int, draw=None):
         noise = None if draw is None else jax.vmap(draw)(carry[1] + jnp.arange(chunk))
         return jax.lax.scan(one_step, carry, noise, length=chunk)[0], None
 
-    def block(carry, _):
-        carry, _ = jax.lax.scan(one_chunk, carry, None, length=log_every // chunk)
-        return carry, record(carry[0], carry[1])
+    # Ctrl-C is looked for (one host callback) every `between` blocks, at least every ~1000 steps.
+    between = max(1, CHECK_EVERY // log_every)
 
-    start = (state, jnp.asarray(0), jnp.asarray(-1))
-    (_, _, first_bad), logged = jax.lax.scan(block, start, None, length=logs)
+    def block(carry, number):
+        running, stopped_at = carry
+        check = (number % between == 0) & (stopped_at < 0)
+        stop = (stopped_at >= 0) | jax.lax.cond(check, stop_requested, lambda _: jnp.asarray(False), number)
+        # A stopped run skips its remaining blocks: they log NaN, and stopped_at says where it stopped.
+        running = jax.lax.cond(
+            stop, lambda c: c, lambda c: jax.lax.scan(one_chunk, c, None, length=log_every // chunk)[0], running
+        )
+        stopped_at = jnp.where(stop & (stopped_at < 0), running[1], stopped_at)
+        logged = jax.tree.map(lambda x: jnp.where(stop, jnp.nan, x), record(running[0], running[1]))
+        return (running, stopped_at), logged
+
+    start = ((state, jnp.asarray(0), jnp.asarray(-1)), jnp.asarray(-1))
+    ((_, _, first_bad), stopped_at), logged = jax.lax.scan(block, start, jnp.arange(logs))
     initial = record(state, jnp.asarray(0))
     series = [jnp.concatenate([first[None], rest]) for first, rest in zip(initial, logged, strict=True)]
-    return (*series, first_bad)
+    return (*series, first_bad, stopped_at)
 
 
 def _chunk_size(log_every: int, largest: int = 256) -> int:
     """The largest divisor of log_every that is at most `largest` (steps whose noise is drawn at once)."""
     return next(c for c in range(min(log_every, largest), 0, -1) if log_every % c == 0)
+
+
+#: Steps between two looks for Ctrl-C in a scan (a host callback each): latency against overhead.
+CHECK_EVERY = 1000
+#: Bytes of random numbers drawn at once for all seeds (`logged_scan`'s chunks): large enough to
+#: amortise each draw, small beside any machine's memory.
+NOISE_CHUNK_BYTES = 64 * 2**20
+
+
+def logged_needs(seeds: int, logs: int, values: int) -> Need:
+    """The memory of the logged values: (seeds, logs + 1, values) float64, the scan's output and its copy."""
+    return Need(
+        f"the logged values ({seeds} seeds x {logs + 1} logs x {values} values)",
+        2 * seeds * (logs + 1) * values * 8,
+        "log fewer steps: raise log_every (--log-every) or lower steps (--steps)",
+    )
 
 
 def check_lengths(lr, steps, batch, log_every, seeds) -> tuple[float, int, int, int, int]:
@@ -120,14 +164,14 @@ def check_lengths(lr, steps, batch, log_every, seeds) -> tuple[float, int, int, 
     return lr, steps, batch, log_every, seeds
 
 
-def make_run(task, lr: float, steps: int, log_every: int, ys, first_bad, train=None, test=None) -> SGDRun:
+def make_run(task, lr: float, steps: int, log_every: int, ys, first_bad, stopped_at, train=None, test=None) -> SGDRun:
     """An `SGDRun` from the logged states: the population risk of each (one compiled call per shape)."""
     logged_steps = np.arange(0, steps + 1, log_every)
     times = lr * logged_steps.astype(float)
     ys = jnp.asarray(ys)
     risk = evaluate(risk_along, jnp.asarray(times), ys, traced(task))
-    first_bad = np.asarray(first_bad)
-    status = np.where(first_bad >= 0, Status.DIVERGED, Status.SUCCESS)
+    first_bad, stopped_at = np.asarray(first_bad), np.asarray(stopped_at)
+    status = np.where(first_bad >= 0, Status.DIVERGED, np.where(stopped_at >= 0, Status.INTERRUPTED, Status.SUCCESS))
     return SGDRun(
         task,
         logged_steps,
@@ -138,7 +182,15 @@ def make_run(task, lr: float, steps: int, log_every: int, ys, first_bad, train=N
         None if test is None else jnp.asarray(test),
         jnp.asarray(status),
         jnp.asarray(first_bad),
+        jnp.asarray(stopped_at),
     )
+
+
+def finish_run(run: SGDRun, interrupted: bool) -> SGDRun:
+    """The run, or `Interrupted` carrying it if Ctrl-C stopped it (`flowsim._interrupt`)."""
+    if interrupted and (np.asarray(run.stopped_at) >= 0).any():  # not if Ctrl-C came after the last check
+        raise Interrupted(run, f"at step {int(np.max(run.stopped_at))} of {int(run.steps[-1])}")
+    return run
 
 
 def run_sgd(
@@ -149,7 +201,7 @@ def run_sgd(
     **Arguments:**
 
     - `task`: an `AbstractTask` with an SGD chain; its schedule is read at t = lr * step.
-    - `key`: a JAX PRNG key; seed i uses `jax.random.split(key, seeds)[i]`.
+    - `key`: a JAX PRNG key or an integer seed; seed i uses `jax.random.split(key, seeds)[i]`.
     - `init`: a name of `task.initialisations`, or states of shape (n,) or (seeds, n).
     - `lr`: the step size (> 0); `steps`: the number of steps (>= 1), a multiple of `log_every`.
     - `batch`: samples per step (>= 1); `log_every`: log every `log_every` steps (and step 0).
@@ -159,16 +211,32 @@ def run_sgd(
     """
     lr, steps, batch, log_every, seeds = check_lengths(lr, steps, batch, log_every, seeds)
     y0 = init_states(task, init, seeds)
-    task = traced(task)
-    keys = jax.random.split(key, seeds)
-    ys, first_bad = _run_chain(
-        task,
-        jnp.asarray(lr, dtype=float),
-        keys,
-        y0,
-        (init if y0 is None else None, steps // log_every, log_every, batch),
+    key = as_key(key)
+    # The noise of one step of one seed, by shape only (nothing is drawn): it sets the draws' chunk.
+    noise = tree_bytes(jax.eval_shape(lambda k: task.sgd_noise(k, batch), key))
+    largest_chunk = int(np.clip(NOISE_CHUNK_BYTES // max(1, noise * seeds), 1, 256))
+    check_fits(
+        "run_sgd",
+        [
+            logged_needs(seeds, steps // log_every, task.dimension + 1),
+            Need(
+                f"the random numbers of one step ({seeds} seeds x {format_bytes(noise)}, batch {batch})",
+                2 * seeds * noise,
+                "lower batch (--batch) or seeds (--seeds)",
+            ),
+        ],
     )
-    return make_run(task, lr, steps, log_every, ys, first_bad)
+    task = traced(task)
+    with ctrl_c_stops():
+        logged, interrupted = run_interruptibly(
+            _run_chain,
+            task,
+            jnp.asarray(lr, dtype=float),
+            jax.random.split(key, seeds),
+            y0,
+            (init if y0 is None else None, steps // log_every, log_every, batch, largest_chunk),
+        )
+    return finish_run(make_run(task, lr, steps, log_every, *logged), interrupted)
 
 
 def init_states(task, init, seeds: int):
@@ -196,7 +264,7 @@ def init_states(task, init, seeds: int):
 
 @eqx.filter_jit
 def _run_chain(task, lr, seed_keys, y0, config):
-    init, logs, log_every, batch = config
+    init, logs, log_every, batch, largest_chunk = config
 
     def one_seed(seed_key, y0):
         key_init, key_data = jax.random.split(seed_key)
@@ -209,7 +277,7 @@ def _run_chain(task, lr, seed_keys, y0, config):
         def step(y, index, noise):
             return task.sgd_step(lr * index, y, lr, noise, batch)
 
-        return logged_scan(step, lambda y, index: [y], y0, logs, log_every, draw)
+        return logged_scan(step, lambda y, index: [y], y0, logs, log_every, draw, largest_chunk)
 
     if y0 is None:
         return jax.vmap(lambda k: one_seed(k, None))(seed_keys)

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import SHARE, check_count, check_positive
+from flowsim._checks import SHARE, as_key, check_count, check_positive
 from flowsim._task import distance_to_targets
 from flowsim.fixedpoints import Attractor
 from flowsim.integrate import solve_flow
@@ -107,7 +107,7 @@ def verify_convergence(
     - `inits`: the laws of the starts (names of `task.initialisations`).
     - `claim_inits`, `claim`: the claim holds if at least `min_share` of the starts of these
       kinds reach (or are provably on their way to) a target in every setting; `claim` says it in words.
-    - `key`: a JAX PRNG key (default `jax.random.key(0)`).
+    - `key`: a JAX PRNG key or an integer seed (default `jax.random.key(0)`).
     - `n`: starts per kind.
     - `t_max`, `n_saves`: the horizon and the number of saved times (resolution of the time to converge).
     - `tol`: max-norm distance to a target (up to the symmetries) counted as converged.
@@ -121,7 +121,7 @@ def verify_convergence(
     n_saves = check_count("n_saves", n_saves, 2)
     t_max, tol = check_positive("t_max", t_max), check_positive("tol", tol)
     min_share = SHARE.check("min_share", min_share)
-    key = jax.random.key(0) if key is None else key
+    key = jax.random.key(0) if key is None else as_key(key)
     options = {"progress": progress, "max_steps": max_steps}
     rows = []
     for setting, setting_key in zip(settings, jax.random.split(key, len(settings)), strict=True):

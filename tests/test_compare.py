@@ -16,11 +16,12 @@ import subprocess
 import sys
 
 import jax
+import matplotlib.pyplot
 import numpy as np
 import pytest
 
 import flowsim
-from flowsim import schedules, slr
+from flowsim import figures, schedules, slr
 from flowsim.cli import main
 
 PROBLEM = slr.Problem(d=16, L=4, lam=0.5)
@@ -136,6 +137,16 @@ def test_compare_uses_the_runs_schedule_and_checks_the_reference(lr_sweep, seed_
         slr.compare(run, reference="ode")
     with pytest.raises(ValueError, match="lrs must hold at least two"):
         slr.sweep_lr(PROBLEM, seed_key, [LR], t_end=T_END)
+
+
+def test_the_table_and_the_figure_say_that_end_points_are_compared_up_to_the_symmetry(lr_sweep):
+    comparison = lr_sweep.comparisons[0]
+    stated = "(kappa, nu, theta, eta, rho) -> (-kappa, -nu, -theta, -eta, rho)"
+    assert comparison.symmetry == stated
+    assert f"end dist and same attr. are taken up to the symmetry {stated}" in comparison.table()
+    figure = figures.comparison_figure(comparison, PROBLEM)
+    assert f"(up to {stated})" in figure.get_suptitle()
+    matplotlib.pyplot.close(figure)
 
 
 def test_end_points_are_compared_up_to_the_sign_symmetry():

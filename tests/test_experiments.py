@@ -48,7 +48,9 @@ def test_the_five_experiments_are_the_spec_table():
 @pytest.fixture(scope="module")
 def quick_on_m(tmp_path_factory):
     out = tmp_path_factory.mktemp("reproduce")
-    (result,) = slr.reproduce(jax.random.key(7), quick=True, out=out, experiments=[ON_M])
+    finished = []
+    (result,) = slr.reproduce(jax.random.key(7), quick=True, out=out, experiments=[ON_M], each=finished.append)
+    assert finished == [result]  # handed over as soon as it was done (the command line writes it then)
     return result, out
 
 

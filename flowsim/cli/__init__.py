@@ -19,6 +19,7 @@ import importlib
 import sys
 from pathlib import Path
 
+from flowsim._interrupt import checking
 from flowsim.cli import _parts as parts
 from flowsim.cli._options import Command, Parser, check, output_options
 from flowsim.tasks import TASKS
@@ -136,10 +137,31 @@ def main(argv: list[str] | None = None) -> int:
         check(args)
         if args.progress is None:
             args.progress = sys.stderr.isatty()
-        return args.run(args)
+        with checking():  # every solve looks for Ctrl-C, which then keeps what was computed
+            return args.run(args)
     except ValueError as error:
+        # Invalid input found once the run's folder was made (e.g. by a memory estimate): a run that wrote
+        # nothing leaves nothing; one that did keeps its files, with run.json saying why it ended.
+        record = getattr(args, "record", None)
+        if record is not None and not record.closed and not record.files:
+            record.discard()
+        _close(args, "error", str(error))
         print(f"flowsim {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
+        _close(args, "interrupted", f"{interruption or 'interrupted'} by the user (Ctrl-C)", interruption)
         print(f"flowsim {args.command}: interrupted (the files written so far are complete)", file=sys.stderr)
         return 130
+    except BaseException as error:
+        _close(args, "error", f"{type(error).__name__}: {error}")
+        raise
+
+
+def _close(args, status: str, reason: str, interruption: KeyboardInterrupt | None = None) -> None:
+    """The run's record (if it was made) written with how it ended, what was computed, and its files listed."""
+    record = getattr(args, "record", None)
+    if record is not None and not record.closed:
+        if interruption is not None:
+            parts.write_interrupted(record, interruption)
+        record.finish(status, reason)
+        parts.list_files(record, sys.stderr)

@@ -4,7 +4,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from flowsim._checks import NON_NEGATIVE, Allowed, at_least
+from flowsim._checks import NON_NEGATIVE, SEED, Allowed
 
 __all__ = ["Command", "Parser", "check", "init_option", "option", "output_options", "parameter_options", "parse_init"]
 
@@ -36,26 +36,39 @@ def option(parser, flag: str, kind, default, text: str, allowed: Allowed | None 
         parser.get_default("checks")[flag[2:].replace("-", "_")] = (flag, allowed)
 
 
-def parameter_options(parser, parameters, defaults: dict, minimums: dict | None = None) -> None:
+def parameter_options(parser, parameters, defaults: dict, allowed: dict | None = None) -> None:
     """Add an option per task `Parameter` named in `defaults` (with those defaults), in the task's order.
 
-    `minimums` raises an integer parameter's minimum for one command (e.g. d >= 3 for starts on M).
+    `allowed` replaces a parameter's allowed values on the command line (say why in its text: e.g. a
+    larger minimum of d that every command of the task shares).
     """
     for parameter in parameters:
         if parameter.name in defaults:
-            allowed = (
-                at_least(minimums[parameter.name]) if minimums and parameter.name in minimums else parameter.allowed
-            )
-            option(parser, f"--{parameter.name}", parameter.kind, defaults[parameter.name], parameter.meaning, allowed)
+            accepted = allowed[parameter.name] if allowed and parameter.name in allowed else parameter.allowed
+            option(parser, f"--{parameter.name}", parameter.kind, defaults[parameter.name], parameter.meaning, accepted)
+
+
+def _folder(text: str) -> str:
+    """The type of --out: a non-empty path (an empty one would write into the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must name a folder, got {text!r}")
+    return text
 
 
 def output_options(parser, command: str, seed: int | None = 0) -> None:
-    """--seed (unless None), --out and --progress, which every computing command has."""
+    """--seed (unless None), --out, --replace and --progress, which every computing command has."""
     if seed is not None:
         text = "PRNG seed: the same seed and options give the same numbers"
-        option(parser, "--seed", int, seed, text, at_least(0))
+        option(parser, "--seed", int, seed, text, SEED)
     parser.add_argument(
-        "--out", default=f"flowsim-out/{command}", help="folder of the results, created if needed (docs/results.md)"
+        "--out",
+        type=_folder,
+        default=f"flowsim-out/{command}",
+        help="folder of the results, created if needed (docs/results.md); it must be new, empty, or an earlier "
+        "run's folder with --replace",
+    )
+    parser.add_argument(
+        "--replace", action="store_true", help="delete the earlier flowsim run found in --out before this one"
     )
     parser.add_argument(
         "--progress",

@@ -9,26 +9,60 @@ from flowsim.cli._tables import (
     comparison_tables,
     fixed_point_table,
     format_table,
+    sgd_table,
     trajectory_table,
     verify_tables,
 )
+from flowsim.integrate import Trajectories
+from flowsim.sgd import SGDRun
 
-__all__ = ["finish", "pyplot", "record", "record_failures", "run_comparison", "run_portrait", "save", "write_verify"]
+__all__ = [
+    "finish",
+    "list_files",
+    "pyplot",
+    "record",
+    "record_failures",
+    "run_comparison",
+    "run_portrait",
+    "save",
+    "write_interrupted",
+    "write_verify",
+]
 
 
 def record(args) -> results.RunRecord:
-    """The run's folder (created and checked for writing before anything is computed) and record."""
-    parameters = {name: value for name, value in vars(args).items() if name not in ("run", "checks")}
+    """The run's folder (created and checked for writing before anything is computed) and record.
+
+    Kept as `args.record`, so that `flowsim.cli.main` can close it if the run is interrupted or fails.
+    """
+    parameters = {name: value for name, value in vars(args).items() if name not in ("run", "checks", "replace")}
     log = results.log_to_stderr if args.progress else None
-    return results.RunRecord(args.out, f"flowsim {args.command}", parameters, seed=getattr(args, "seed", None), log=log)
+    args.record = results.RunRecord(
+        args.out, f"flowsim {args.command}", parameters, seed=getattr(args, "seed", None), log=log, replace=args.replace
+    )
+    return args.record
+
+
+def list_files(record: results.RunRecord, stream=None) -> None:
+    """Say where the run's files are (run.json last)."""
+    print(f"\nResults in {record.folder}/ ({record.elapsed:.1f} s):", file=stream)
+    for name in [*record.files, "run.json"]:
+        print(f"  {record.folder / name}", file=stream)
+
+
+def write_interrupted(record: results.RunRecord, interruption: KeyboardInterrupt) -> None:
+    """What a computation stopped by Ctrl-C had computed (`flowsim.Interrupted.result`), as a table."""
+    result, task = getattr(interruption, "result", None), getattr(interruption, "task", None)
+    if isinstance(result, SGDRun):
+        record.write_csv("interrupted_sgd.csv", sgd_table(result))
+    elif isinstance(result, Trajectories) and task is not None:
+        record.write_csv("interrupted_trajectories.csv", trajectory_table(result, task))
 
 
 def finish(record: results.RunRecord, failed_claim: str | None = None) -> int:
     """Write run.json, say where the files are and report failures; the exit status."""
     record.finish()
-    print(f"\nResults in {record.folder}/ ({record.elapsed:.1f} s):")
-    for name in [*record.files, "run.json"]:
-        print(f"  {record.folder / name}")
+    list_files(record)
     for failure in record.failures:
         print(f"{record.command}: numerical failure: {failure['message']}", file=sys.stderr)
     if failed_claim is not None:

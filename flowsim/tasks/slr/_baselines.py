@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from flowsim._checks import check_count
+from flowsim._checks import as_key, check_count
 from flowsim.tasks.slr._data import GroundTruth, sample
 from flowsim.tasks.slr._problem import Problem
 
@@ -57,7 +57,7 @@ def bayes_risk(problem: Problem, truth: GroundTruth, key: PRNGKeyArray, n: int, 
     **Arguments:**
 
     - `problem`, `truth`: the task.
-    - `key`: a JAX PRNG key.
+    - `key`: a JAX PRNG key or an integer seed.
     - `n`: number of samples, an integer >= 2 (rounded up to whole batches).
     - `batch_size`: samples drawn at once (memory: batch_size * L * d floats).
 
@@ -67,7 +67,7 @@ def bayes_risk(problem: Problem, truth: GroundTruth, key: PRNGKeyArray, n: int, 
     batch_size = check_count("batch_size", batch_size, 1)
     batches = -(-n // batch_size)
     losses = []
-    for batch_key in jax.random.split(key, batches):
+    for batch_key in jax.random.split(as_key(key), batches):
         X, y, _ = sample(problem, truth, batch_key, batch_size)
         losses.append((y - bayes_predict(problem, truth, X)) ** 2)
     losses = jnp.concatenate(losses)

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from jax.scipy.special import erf
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from flowsim._checks import check_count
+from flowsim._checks import as_key, check_count
 
 if TYPE_CHECKING:
     from flowsim.tasks.slr._problem import Problem
@@ -36,13 +36,13 @@ def ground_truth(key: PRNGKeyArray, d: int) -> GroundTruth:
 
     **Arguments:**
 
-    - `key`: a JAX PRNG key.
+    - `key`: a JAX PRNG key or an integer seed.
     - `d`: the dimension, an integer >= 2.
 
     **Returns:** a `GroundTruth` of orthonormal float64 vectors.
     """
     d = check_count("d", d, 2)
-    return _ground_truth(key, d)
+    return _ground_truth(as_key(key), d)
 
 
 @partial(jax.jit, static_argnums=1)
@@ -63,7 +63,7 @@ def sample(problem: "Problem", truth: GroundTruth, key: PRNGKeyArray, n: int, dt
 
     - `problem`: the task parameters.
     - `truth`: the hidden directions, of dimension `problem.d`.
-    - `key`: a JAX PRNG key; the same key gives the same samples.
+    - `key`: a JAX PRNG key or an integer seed; the same key gives the same samples.
     - `n`: number of sequences, an integer >= 1.
     - `dtype`: the floating type of X and y (float32 halves the memory of SGD in R^d).
 
@@ -76,7 +76,7 @@ def sample(problem: "Problem", truth: GroundTruth, key: PRNGKeyArray, n: int, dt
             f"truth must hold two vectors of dimension problem.d = {problem.d}, "
             f"got shapes {truth.k_star.shape} and {truth.v_star.shape}"
         )
-    return _sample(problem, truth, key, n, dtype)
+    return _sample(problem, truth, as_key(key), n, dtype)
 
 
 @partial(jax.jit, static_argnums=(3, 4))

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 
-from flowsim._checks import check_choice, check_count, check_shape
+from flowsim._checks import as_key, check_choice, check_count, check_shape
 from flowsim.experiments import ALGORITHMS, ExperimentResult
 from flowsim.experiments import run_experiment as run_runs
 from flowsim.schedules import InverseTimeDecay
@@ -120,7 +120,7 @@ def run_experiment(
     **Arguments:**
 
     - `experiment`: e.g. one of `EXPERIMENTS`.
-    - `key`: a JAX PRNG key (initialisations; for SGD also hidden directions and data).
+    - `key`: a JAX PRNG key or an integer seed (initialisations; for SGD also hidden directions and data).
     - `seeds`: the number of independent runs (>= 1).
     - `scale`: the fraction of the experiment's steps to run (> 0; 1 is the paper's length).
     - `log_points`: about how many logged steps (>= 1; every step for short runs).
@@ -165,12 +165,13 @@ def reproduce(
     experiments: Sequence[Experiment] = EXPERIMENTS,
     log: Callable[[str], None] | None = None,
     engine: str = "overlaps",
+    each: Callable[[ExperimentResult], None] | None = None,
 ) -> list[ExperimentResult]:
     """Run the reference experiments, and draw their figures into `out` if given.
 
     **Arguments:**
 
-    - `key`: a JAX PRNG key; experiment i of `EXPERIMENTS` uses `jax.random.fold_in(key, i)`,
+    - `key`: a JAX PRNG key or an integer seed; experiment i of `EXPERIMENTS` uses `jax.random.fold_in(key, i)`,
       so a subset of the experiments reproduces the same runs (any other experiment uses
       `fold_in(key, 5)`).
     - `quick`: run `QUICK_STEPS` steps (by algorithm) instead of the full lengths.
@@ -180,6 +181,8 @@ def reproduce(
     - `log`: called with a line after each experiment (e.g. progress to stderr).
     - `engine`: "overlaps" (default: every run on the five overlaps, seconds) or "rd" (every
       run with vectors in R^d, as the paper's code; about 12 minutes for the SGD run alone).
+    - `each`: called with each result as soon as its experiment is done (e.g. to write its files,
+      so that an interrupted reproduction keeps the experiments it finished).
 
     **Returns:** the results, in the order of `experiments`.
     """
@@ -191,7 +194,9 @@ def reproduce(
             raise ValueError(f"experiments must hold Experiment objects, got {experiment!r}")
         index = next((i for i, e in enumerate(EXPERIMENTS) if e == experiment), len(EXPERIMENTS))
         scale = min(1.0, QUICK_STEPS[experiment.algorithm] / experiment.steps) if quick else 1.0
-        result = run_experiment(experiment, jax.random.fold_in(key, index), seeds=seeds, scale=scale, engine=engine)
+        result = run_experiment(
+            experiment, jax.random.fold_in(as_key(key), index), seeds=seeds, scale=scale, engine=engine
+        )
         results.append(result)
         if out is not None:
             import matplotlib.pyplot as plt
@@ -203,6 +208,8 @@ def reproduce(
             plt.close(figure)
         if log is not None:
             log(f"{experiment.name}: {int(result.steps[-1])} steps x {seeds} seeds in {result.seconds:.1f} s")
+        if each is not None:
+            each(result)
     return results
 
 

@@ -3,6 +3,7 @@
 import jax
 import numpy as np
 
+from flowsim._checks import as_key
 from flowsim.fixedpoints import FixedPoint
 from flowsim.fixedpoints import fixed_points as find_fixed_points
 from flowsim.tasks.slr._init import initial_overlaps
@@ -36,11 +37,11 @@ def fixed_points(problem: Problem, key, *, n_starts: int = 256, band: float = 1e
     **Arguments:**
 
     - `problem`: the task (a scheduled lam is taken at t = 0: give the lam of interest).
-    - `key`: a JAX PRNG key for the random starts.
+    - `key`: a JAX PRNG key or an integer seed for the random starts.
 
     **Returns:** the distinct fixed points, sorted, each with kind, eigenvalues and risk.
     """
-    key_sphere, key_manifold = jax.random.split(key)
+    key_sphere, key_manifold = jax.random.split(as_key(key))
     corners = np.array([[a, b, 0, 0, 0] for a in (-1, 0, 1) for b in (-1, 0, 1)], dtype=float)
     starts = np.concatenate(
         [

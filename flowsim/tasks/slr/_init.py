@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from flowsim._checks import check_count
+from flowsim._checks import as_key, check_count
 
 __all__ = ["INITIALISATIONS", "chi_square", "initial_overlaps"]
 
@@ -35,7 +35,7 @@ def initial_overlaps(key: PRNGKeyArray, d: int, n: int, kind: str = "sphere") ->
 
     **Arguments:**
 
-    - `key`: a JAX PRNG key.
+    - `key`: a JAX PRNG key or an integer seed.
     - `d`: the dimension (>= 3 for "manifold", >= 2 for "sphere").
     - `n`: the number of draws (>= 1).
     - `kind`: "sphere" or "manifold".
@@ -46,7 +46,7 @@ def initial_overlaps(key: PRNGKeyArray, d: int, n: int, kind: str = "sphere") ->
         raise ValueError(f"kind must be one of {INITIALISATIONS}, got {kind!r}")
     n = check_count("n", n, 1)
     d = check_count("d", d, 3 if kind == "manifold" else 2)
-    key_normal, key_c1, key_c2 = jax.random.split(key, 3)
+    key_normal, key_c1, key_c2 = jax.random.split(as_key(key), 3)
     g1, g2, h1, h2, z = jax.random.normal(key_normal, (5, n))
     c1_squared = chi_square(key_c1, d - 2, (n,))
     c2_squared = chi_square(key_c2, max(d - 3, 0), (n,))

@@ -11,7 +11,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import NON_NEGATIVE, POSITIVE, at_least, check_choice
+from flowsim._checks import NON_NEGATIVE, POSITIVE, at_least, check_choice, python_scalar
 from flowsim._task import AbstractTask, Parameter
 from flowsim.schedules import AbstractSchedule
 from flowsim.tasks.slr import _generated as generated
@@ -58,8 +58,8 @@ PARAMETERS = (
 class _Parameters(AbstractTask):
     """The parameters shared by the 5-D flow and its restriction to M, validated."""
 
-    d: int = eqx.field(static=True)
-    L: int = eqx.field(static=True)
+    d: int = eqx.field(static=True, converter=python_scalar)
+    L: int = eqx.field(static=True, converter=python_scalar)
     lam: float | AbstractSchedule
     gamma: float = math.sqrt(0.5)
     eps: float = 0.0

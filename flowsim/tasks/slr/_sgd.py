@@ -14,11 +14,14 @@ scan; the closed-form risk of the logged overlaps is evaluated after it.
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
-from flowsim._checks import check_choice, check_count
+from flowsim._checks import as_key, check_choice, check_count
+from flowsim._interrupt import ctrl_c_stops, run_interruptibly
+from flowsim._memory import Need, check_fits
 from flowsim.integrate import traced
-from flowsim.sgd import SGDRun, check_lengths, init_states, logged_scan, make_run
+from flowsim.sgd import SGDRun, check_lengths, finish_run, init_states, logged_needs, logged_scan, make_run
 from flowsim.sgd import run_sgd as run_chain
 from flowsim.tasks.slr._data import GroundTruth, empirical_risk, ground_truth, sample
 from flowsim.tasks.slr._overlap_sgd import frame
@@ -44,7 +47,7 @@ def vectors_with_overlaps(m, truth: GroundTruth, key) -> tuple[Array, Array]:
 
     - `m`: realizable overlaps, shape (5,); d must be >= 4.
     - `truth`: the hidden directions.
-    - `key`: a JAX PRNG key for the complementary directions.
+    - `key`: a JAX PRNG key or an integer seed for the complementary directions.
     """
     dtype = truth.k_star.dtype
     g = jax.random.normal(key, (2, truth.k_star.shape[0]), dtype)
@@ -110,7 +113,7 @@ def run_sgd(
 
     - `problem`: the task (d, L, lam, gamma, eps); a schedule in `lam` is read at t = lr * step
       (e.g. `InverseTimeDecay(lam0, rate, lr)` for the paper's per-step schedule).
-    - `key`: a JAX PRNG key; seed i uses `jax.random.split(key, seeds)[i]` for its hidden
+    - `key`: a JAX PRNG key or an integer seed; seed i uses `jax.random.split(key, seeds)[i]` for its hidden
       directions, initialisation and data, so the same key gives the same run.
     - `init`: "sphere", "manifold", or overlaps of shape (5,) or (seeds, 5) (vectors built by
       `vectors_with_overlaps`).
@@ -146,13 +149,16 @@ def run_sgd(
             raise ValueError(
                 f"engine 'overlaps' needs d >= 5 (a 4-dimensional frame and its complement), got d = {problem.d}"
             )
-        return run_chain(problem, key, init=init, lr=lr, steps=steps, batch=batch, log_every=log_every, seeds=seeds)
+        return run_chain(
+            problem, as_key(key), init=init, lr=lr, steps=steps, batch=batch, log_every=log_every, seeds=seeds
+        )
     lr, steps, batch, log_every, seeds = check_lengths(lr, steps, batch, log_every, seeds)
     if mode == "dataset":
         n = check_count("n", n, 1)
         if n % batch:
             raise ValueError(f"batch = {batch} must divide the dataset size n = {n}")
         n_test = check_count("n_test", n_test, 1)
+    _check_memory(problem, mode, steps // log_every, batch, seeds, n, n_test, DTYPES[dtype])
     m0 = init_states(problem, init, seeds)
     if m0 is not None and problem.d < 4:
         raise ValueError(f"building vectors with given overlaps needs d >= 4, got d = {problem.d}")
@@ -161,8 +167,34 @@ def run_sgd(
     init = "given" if m0 is not None else init
     m0 = jnp.zeros((seeds, 5)) if m0 is None else m0
     config = (mode, init, steps // log_every, log_every, batch, n, n_test, DTYPES[dtype])
-    logged = _run(traced(problem), jnp.asarray(lr, dtype=float), jax.random.split(key, seeds), m0, config)
-    return make_run(problem, lr, steps, log_every, *logged)
+    keys = jax.random.split(as_key(key), seeds)
+    with ctrl_c_stops():
+        logged, interrupted = run_interruptibly(_run, traced(problem), jnp.asarray(lr, dtype=float), keys, m0, config)
+    return finish_run(make_run(problem, lr, steps, log_every, *logged), interrupted)
+
+
+def _check_memory(problem, mode, logs, batch, seeds, n, n_test, dtype) -> None:
+    """Refuse a run in R^d whose samples or logs would not fit in memory (`flowsim._memory`)."""
+    token_bytes = problem.L * problem.d * np.dtype(dtype).itemsize  # one sequence X_i
+    needs = [logged_needs(seeds, logs, 8)]  # overlaps, risk, train and test risk
+    if mode == "online":
+        # X of a step and the gradient's intermediates of the same size, for every seed at once.
+        needs.append(
+            Need(
+                f"the samples of one step ({seeds} seeds x batch {batch} x L {problem.L} x d {problem.d})",
+                3 * seeds * batch * token_bytes,
+                "lower batch (--batch), seeds (--seeds) or d (--d), or use the overlap engine",
+            )
+        )
+    elif mode == "dataset":
+        needs.append(
+            Need(
+                f"the datasets ({seeds} seeds x (n {n} + {n_test} held out) x L {problem.L} x d {problem.d})",
+                seeds * (n + n_test + 2 * batch) * token_bytes,
+                "lower n (--n), seeds (--seeds) or d (--d)",
+            )
+        )
+    check_fits("run_sgd", needs)
 
 
 @eqx.filter_jit
@@ -209,6 +241,6 @@ def _run(problem, lr, seed_keys, m0, config):
 
     outputs = jax.vmap(one_seed)(seed_keys, m0)
     if mode == "dataset":
-        m, train, test, first_bad = outputs
-        return m, first_bad, train, test
+        m, train, test, first_bad, stopped_at = outputs
+        return m, first_bad, stopped_at, train, test
     return outputs

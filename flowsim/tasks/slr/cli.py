@@ -5,11 +5,12 @@ comparison, tables) are in `flowsim.cli`.
 """
 
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim._checks import POSITIVE, SHARE, at_least
+from flowsim._checks import POSITIVE, SHARE, Allowed, at_least
 from flowsim.cli import _parts as parts
 from flowsim.cli._options import Command, init_option, option, output_options, parameter_options, schedule_option
 from flowsim.cli._tables import (
@@ -49,9 +50,13 @@ _INIT_TEXT = (
 # Options: what each accepts is said in its --help and checked before a command runs
 
 
-def _task_options(parser, command: str, d_minimum: int = 2, seed=0, **defaults) -> None:
+#: One minimum of --d for every command (the Python API takes d >= 2, starts on M d >= 3).
+_D = Allowed("an integer >= 5 (every command: SGD on the overlaps needs d >= 5)", lambda d: d >= 5, integer=True)
+
+
+def _task_options(parser, command: str, seed=0, **defaults) -> None:
     """Add the task's options named in `defaults` (with those defaults), then --seed, --out and --progress."""
-    parameter_options(parser, PARAMETERS, defaults, {"d": d_minimum})
+    parameter_options(parser, PARAMETERS, defaults, {"d": _D})
     output_options(parser, command, seed)
 
 
@@ -68,12 +73,12 @@ _SGD_DEFAULTS = dict(d=_SGD.d, L=_SGD.L, lam=_SGD.lam, gamma=_SGD.gamma, eps=_SG
 
 
 def _demo_options(parser) -> None:
-    _task_options(parser, "demo", d_minimum=3, **_POPULATION_DEFAULTS)
+    _task_options(parser, "demo", **_POPULATION_DEFAULTS)
     option(parser, "--bayes-samples", int, 4096, "Monte Carlo samples of the Bayes risk", at_least(2))
-    option(parser, "--sgd-d", int, _SGD.d, "dimension of the SGD run", at_least(5))
+    option(parser, "--sgd-d", int, _SGD.d, "dimension of the SGD run", _D)
     option(parser, "--sgd-steps", int, _SGD.steps, "steps of the SGD run", at_least(1))
     option(parser, "--sgd-seeds", int, 8, "seeds of the SGD run", at_least(1))
-    option(parser, "--verify-d", int, _SGD.d, "dimension of the convergence check", at_least(3))
+    option(parser, "--verify-d", int, _SGD.d, "dimension of the convergence check", _D)
     option(parser, "--verify-n", int, 8, "starts per initialisation and setting of the check", at_least(1))
 
 
@@ -87,13 +92,17 @@ def _flow_options(parser) -> None:
     option(parser, "--t-max", float, t_max, "integration horizon (the paper's 20000 steps of 4e-3)", POSITIVE)
     option(parser, "--saves", int, 201, "saved times, evenly spaced in [0, t-max]", at_least(2))
     parser.add_argument(
-        "--solver", choices=_SOLVERS, default="tsit5", help="explicit Tsit5, or implicit Kvaerno5 for stiff flows"
+        "--solver",
+        choices=("auto", *_SOLVERS),
+        default="auto",
+        help="explicit Tsit5, implicit Kvaerno5 for stiff flows, or auto: Kvaerno5 where the Jacobian at the starts "
+        f"says Tsit5 would need more than {_STIFF_STEPS} steps",
     )
     option(parser, "--max-steps", int, _FLOW_MAX_STEPS, "solver steps per trajectory before it fails", at_least(1))
 
 
 def _portrait_options(parser) -> None:
-    _task_options(parser, "portrait", d_minimum=3, **_POPULATION_DEFAULTS)
+    _task_options(parser, "portrait", **_POPULATION_DEFAULTS)
     option(parser, "--trajectories", int, 8, "sample trajectories drawn from starts on M", at_least(0))
     option(parser, "--t-max", float, 200.0, "horizon of the sample trajectories", POSITIVE)
     option(parser, "--grid", int, 41, "streamline grid points per side", at_least(2))
@@ -145,7 +154,7 @@ def _compare_options(parser) -> None:
 
 
 def _verify_options(parser) -> None:
-    _task_options(parser, "verify", d_minimum=3, d=_POPULATION.d, L=_POPULATION.L)
+    _task_options(parser, "verify", d=_POPULATION.d, L=_POPULATION.L)
     option(parser, "--n", int, 64, "starts per initialisation and setting", at_least(1))
     option(parser, "--t-max", float, 1000.0, "integration horizon", POSITIVE)
     option(parser, "--tol", float, 1e-3, "max-norm distance to +-(k*, v*) counted as converged", POSITIVE)
@@ -325,6 +334,30 @@ def _baseline_risks(problem: slr.Problem, key, bayes_samples: int) -> dict:
     return {"predictor": predictor, "risk": np.array(risk), "stderr": np.array(stderr), "how": how}
 
 
+#: Above this many explicit steps per trajectory (stability-bound), `--solver auto` takes Kvaerno5.
+_STIFF_STEPS = 100_000
+
+
+def _choose_solver(args, problem, m0) -> str:
+    """--solver, or for `auto` the one that fits: said before the solve starts, with the estimate behind it."""
+    from flowsim.integrate import explicit_steps
+
+    steps = explicit_steps(problem, m0, args.t_max)
+    stiff = (
+        f"the flow is stiff at these starts: an explicit solver needs about {steps:.2g} steps per trajectory "
+        f"(the Jacobian's spectral radius times t = {args.t_max:g}, over its stability bound)"
+    )
+    if args.solver == "auto":
+        if steps <= _STIFF_STEPS:
+            return "tsit5"
+        print(f"flowsim flow: {stiff}: solving with the implicit kvaerno5", file=sys.stderr)
+        return "kvaerno5"
+    if args.solver == "tsit5" and steps > min(_STIFF_STEPS, args.max_steps):
+        beyond = f", more than --max-steps {args.max_steps}" if steps > args.max_steps else ""
+        print(f"flowsim flow: warning: {stiff}{beyond}: --solver kvaerno5 (or auto) takes it", file=sys.stderr)
+    return args.solver
+
+
 def _flow(args) -> int:
     import jax
 
@@ -340,8 +373,9 @@ def _flow(args) -> int:
     else:
         m0 = np.broadcast_to(init, (args.n, 5))
     ts = np.linspace(0.0, args.t_max, args.saves)
-    solver = {"tsit5": diffrax.Tsit5, "kvaerno5": diffrax.Kvaerno5}[args.solver]()
-    with record.phase("integrate", f"{args.n} trajectories to t = {args.t_max:g} ({args.solver})"):
+    name = _choose_solver(args, problem, m0)
+    solver = {"tsit5": diffrax.Tsit5, "kvaerno5": diffrax.Kvaerno5}[name]()
+    with record.phase("integrate", f"{args.n} trajectories to t = {args.t_max:g} ({name})"):
         solved = slr.solve_flow(problem, m0, ts, solver=solver, max_steps=args.max_steps, progress=args.progress)
     endpoints = parts.write_trajectories(record, solved, problem, "trajectories", "trajectory")
     parts.save(record, figures.trajectory_projections(solved, problem), "trajectories")
@@ -419,6 +453,8 @@ def _sgd(args) -> int:
         raise ValueError(f"--engine overlaps runs online SGD only: --mode {args.mode} needs --engine rd")
     if args.mode == "dataset" and args.n is None:
         raise ValueError("--mode dataset needs --n, the dataset size (a multiple of --batch)")
+    if args.mode != "dataset" and args.n is not None:
+        raise ValueError(f"--n is the dataset size of --mode dataset: --mode {args.mode} draws no dataset")
     record = parts.record(args)
     what = f"{args.mode} SGD ({args.engine} engine), {args.steps} steps x {args.seeds} seeds, d = {problem.d}"
     with record.phase("sgd", what):
@@ -527,6 +563,19 @@ def _reproduce(args) -> int:
         f"{args.engine} engine, seed {args.seed})"
     )
     record.log(f"experiments: {', '.join(experiment.name for experiment in chosen)}")
+
+    def write(result) -> None:
+        # Each experiment's files as soon as it is done, the tables rewritten with every finished one.
+        finished.append(result)
+        record.phases[result.experiment.name] = result.seconds
+        parts.save(record, slr.experiment_figure(result), result.experiment.name)
+        parts.record_failures(record, result, f"{result.experiment.name}, seed")
+        summary, attractors, trajectories = experiment_tables(finished, chosen[0].task)
+        record.write_csv("summary.csv", summary)
+        record.write_csv("attractors.csv", attractors)
+        record.write_csv("trajectories.csv", trajectories)
+
+    finished = []
     runs = slr.reproduce(
         jax.random.key(args.seed),
         quick=args.quick,
@@ -534,15 +583,8 @@ def _reproduce(args) -> int:
         experiments=chosen,
         log=record.log,
         engine=args.engine,
+        each=write,
     )
-    for result in runs:
-        record.phases[result.experiment.name] = result.seconds
-        parts.save(record, slr.experiment_figure(result), result.experiment.name)
-        parts.record_failures(record, result, f"{result.experiment.name}, seed")
-    summary, attractors, trajectories = experiment_tables(runs, chosen[0].task)
-    record.write_csv("summary.csv", summary)
-    record.write_csv("attractors.csv", attractors)
-    record.write_csv("trajectories.csv", trajectories)
     print()
     print(summary_table(runs))
     return parts.finish(record)
