@@ -31,14 +31,14 @@ __all__ = [
 ]
 
 _STOP = threading.Event()
-#: Whether solves look for Ctrl-C by default (`checking`): SGD scans always do, at no measurable cost,
-#: but a solve that looks after every step can take up to twice as long for a cheap vector field.
+#: Whether solves are interruptible by default (`checking`): SGD scans always are, at no measurable
+#: cost, but a solve cut into segments takes a few percent longer (BENCHMARKS.md).
 _CHECKING = contextvars.ContextVar("flowsim_checking", default=False)
 
 
 @contextlib.contextmanager
 def checking(enabled: bool = True) -> Iterator[None]:
-    """Within this block, solves look for Ctrl-C after every step unless told otherwise (the command line)."""
+    """Within this block, solves are interruptible (in segments) unless told otherwise (the command line)."""
     token = _CHECKING.set(enabled)
     try:
         yield
@@ -47,7 +47,7 @@ def checking(enabled: bool = True) -> Iterator[None]:
 
 
 def checking_enabled() -> bool:
-    """Whether solves look for Ctrl-C by default here (see `checking`)."""
+    """Whether solves are interruptible by default here (see `checking`)."""
     return _CHECKING.get()
 
 

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         check(args)
         if args.progress is None:
             args.progress = sys.stderr.isatty()
-        with checking():  # every solve looks for Ctrl-C, which then keeps what was computed
+        with checking():  # every solve is interruptible (in segments): Ctrl-C keeps what was computed
             return args.run(args)
     except ValueError as error:
         # Invalid input found once the run's folder was made (e.g. by a memory estimate): a run that wrote
