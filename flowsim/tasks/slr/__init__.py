@@ -29,6 +29,7 @@ from flowsim.tasks.slr._experiments import (
 )
 from flowsim.tasks.slr._fixedpoints import fixed_points, fixed_points_on_manifold
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
+from flowsim.tasks.slr._maps import ATTENTION_MAPS, attention_weights, risk_by_rule
 from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
 from flowsim.tasks.slr._problem import ORACLE, Problem, ProblemOnManifold, distance_to_manifold
 from flowsim.tasks.slr._risk import oracle_risk, population_risk
@@ -36,6 +37,7 @@ from flowsim.tasks.slr._sgd import ENGINES, MODES, run_sgd, vectors_with_overlap
 from flowsim.tasks.slr._verify import CLAIM, default_settings, verify_convergence
 
 __all__ = [
+    "ATTENTION_MAPS",
     "CLAIM",
     "ENGINES",
     "EXPERIMENTS",
@@ -56,6 +58,7 @@ __all__ = [
     "SGDRun",
     "Summary",
     "SweepResult",
+    "attention_weights",
     "attractors",
     "bayes_predict",
     "bayes_risk",
@@ -79,6 +82,7 @@ __all__ = [
     "population_risk",
     "predict",
     "reproduce",
+    "risk_by_rule",
     "run_experiment",
     "run_sgd",
     "sample",
