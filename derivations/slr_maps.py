@@ -18,10 +18,11 @@ through w_1 (the informative token's), S1 = sum_{l >= 2} w_l u_l and S2 = sum_{l
 
 import sympy as sp
 
+from . import flow
 from .codegen import GeneratedFunction, render_module
 from .flow import OVERLAPS, eta, kappa, nu, rho, theta
 
-__all__ = ["OUTPUT_FILES", "conditional_risk", "outputs"]
+__all__ = ["GRADIENT", "OUTPUT_FILES", "conditional_risk", "outputs", "projected_flow"]
 
 d, gamma = sp.symbols("d gamma", positive=True)
 eps = sp.Symbol("eps", nonnegative=True)
@@ -37,6 +38,18 @@ def _condition(mean: sp.Matrix, covariance: sp.Matrix, known: int, value: sp.Exp
     conditional_mean = mean[others, 0] + gain * (value - mean[known, 0])
     conditional_cov = covariance[others, others] - gain * covariance[known, others]
     return conditional_mean.applyfunc(sp.expand), conditional_cov.applyfunc(sp.expand)
+
+
+#: The gradient of a risk with respect to the overlaps, (dR/dkappa, ..., dR/drho).
+GRADIENT = sp.symbols("g_kappa g_nu g_theta g_eta g_rho", real=True)
+
+
+def projected_flow() -> tuple[sp.Expr, ...]:
+    """The projected gradient flow on the overlaps (`flow.flow`) of any risk R(kappa, ..., rho), in terms
+    of its gradient `GRADIENT`: linear in it, with coefficients in the overlaps alone."""
+    risk = sp.Function("R")(*OVERLAPS)
+    partials = {sp.Derivative(risk, overlap): g for overlap, g in zip(OVERLAPS, GRADIENT, strict=True)}
+    return tuple(sp.collect(sp.expand(component.subs(partials)), GRADIENT) for component in flow.flow(risk))
 
 
 def conditional_risk() -> sp.Expr:
@@ -58,6 +71,19 @@ def conditional_risk() -> sp.Expr:
 #: Paths of the generated files, relative to the repository root.
 GENERATED_MODULE = "flowsim/tasks/slr/_generated_maps.py"
 OUTPUT_FILES = (GENERATED_MODULE,)
+
+_FLOW_DOC = """The projected gradient flow on the overlaps of a risk whose gradient is known.
+
+**Arguments:**
+
+- `kappa, nu, theta, eta, rho`: the overlaps.
+- `g_kappa, ..., g_rho`: the risk's partial derivatives with respect to them (e.g. by `jax.grad`).
+
+All arguments broadcast against each other.
+
+**Returns:** d/dt (kappa, nu, theta, eta, rho), shape (..., 5): the flow of k and v on their spheres,
+dk/dt = -(I - k k^T) grad_k R and likewise for v, seen on the overlaps.
+"""
 
 _DOC = """E[(Y - T)^2 | u] for T = sum_l w_l <X_l, v> with weights depending on the scores only.
 
@@ -84,8 +110,9 @@ def outputs() -> dict[str, str]:
     function = GeneratedFunction(
         "conditional_risk", (u1, w1, S1, S2, *OVERLAPS, d, gamma, eps), risk, _DOC, (("s", "jnp.sqrt(d / 2)"),)
     )
+    projection = GeneratedFunction("projected_flow", (*OVERLAPS, *GRADIENT), projected_flow(), _FLOW_DOC)
     module = render_module(
         "Single-location regression with any attention weight map: generated from derivations/slr_maps.py.",
-        [function],
+        [function, projection],
     )
     return {GENERATED_MODULE: module}

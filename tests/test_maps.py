@@ -96,3 +96,32 @@ def test_the_risk_is_differentiable_and_refuses_bad_input():
         risk_by_rule(problem, m, rule=quadrature.gauss_hermite(2, 8))
     with pytest.raises(ValueError, match="has an entry outside"):
         risk_by_rule(problem, [2.0, 0, 0, 0, 0])
+
+
+def test_the_flow_is_the_projected_gradient_of_the_rd_risk_mapped_to_the_overlaps():
+    """In R^20: R(k, v) = the rule's risk at the overlaps of (k, v); its gradient on the spheres by
+    autodiff, dk = -(I - k k^T) grad_k R (and dv), seen on the overlaps, is `flow_by_rule` (to 1e-12)."""
+    problem = slr.Problem(20, 3, 0.5, 0.7, 0.1)
+    rule = quadrature.gauss_hermite(3, 8)
+    truth = slr.ground_truth(4, problem.d)
+    m = jnp.asarray(random_realizable_overlaps(np.random.default_rng(9), 1)[0])
+    k, v = slr.vectors_with_overlaps(m, truth, jax.random.key(6))
+
+    def risk(k, v):
+        return risk_by_rule(problem, slr.overlaps(k, v, truth), "softmax", rule=rule, check=False)
+
+    g_k, g_v = jax.grad(risk, (0, 1))(k, v)
+    dk, dv = -(g_k - (g_k @ k) * k), -(g_v - (g_v @ v) * v)
+    k_star, v_star = truth
+    expected = jnp.array([dk @ k_star, dv @ v_star, dv @ k_star, dk @ v_star, dk @ v + k @ dv])
+    np.testing.assert_allclose(slr.flow_by_rule(problem, m, "softmax", rule=rule), expected, rtol=0, atol=1e-12)
+
+
+def test_the_erf_flow_through_the_rule_is_the_generated_flow():
+    """The erf risk's closed-form flow (the task's vector field) against the rule's, 16 points per
+    score at lam = 0.5: measured 2e-8 relative, tolerance 1e-7."""
+    problem = slr.Problem(20, 3, 0.5, 0.7, 0.1)
+    m = jnp.asarray(random_realizable_overlaps(np.random.default_rng(11), 3))
+    by_rule = slr.flow_by_rule(problem, m, "erf", rule=quadrature.gauss_hermite(3, 16))
+    closed = jax.vmap(lambda x: problem.vector_field(0.0, x))(m)
+    np.testing.assert_allclose(by_rule, closed, rtol=1e-7, atol=1e-9)

@@ -29,7 +29,7 @@ from flowsim.tasks.slr._experiments import (
 )
 from flowsim.tasks.slr._fixedpoints import fixed_points, fixed_points_on_manifold
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
-from flowsim.tasks.slr._maps import ATTENTION_MAPS, attention_weights, risk_by_rule
+from flowsim.tasks.slr._maps import ATTENTION_MAPS, attention_weights, flow_by_rule, risk_by_rule
 from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
 from flowsim.tasks.slr._problem import ORACLE, Problem, ProblemOnManifold, distance_to_manifold
 from flowsim.tasks.slr._risk import oracle_risk, population_risk
@@ -71,6 +71,7 @@ __all__ = [
     "fit_linear",
     "fixed_points",
     "fixed_points_on_manifold",
+    "flow_by_rule",
     "gram_matrix",
     "ground_truth",
     "initial_overlaps",

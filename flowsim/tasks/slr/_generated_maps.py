@@ -9,7 +9,7 @@ from jax.scipy.special import erf
 from flowsim._special import assemble, zeta
 
 
-__all__ = ["conditional_risk"]
+__all__ = ["conditional_risk", "projected_flow"]
 
 def conditional_risk(u1, w1, S1, S2, kappa, nu, theta, eta, rho, d, gamma, eps):
     """E[(Y - T)^2 | u] for T = sum_l w_l <X_l, v> with weights depending on the scores only.
@@ -39,3 +39,32 @@ def conditional_risk(u1, w1, S1, S2, kappa, nu, theta, eta, rho, d, gamma, eps):
     x9 = x0*x1
     x10 = x0*x2
     return S1**2*x1 - S2*(x1 - 1) + eps**2 + w1**2*(s**2*theta**2 + x0 + 2*x3*x8 + x6*x9 - x9) + 2*w1*(S1*x8 - eta*x3*x7 - nu*x0 + x1*x4 - x10*x6 + x10) + x0 - 2*x2*x4 + x5*x6 - x5
+
+
+def projected_flow(kappa, nu, theta, eta, rho, g_kappa, g_nu, g_theta, g_eta, g_rho):
+    """The projected gradient flow on the overlaps of a risk whose gradient is known.
+
+    **Arguments:**
+
+    - `kappa, nu, theta, eta, rho`: the overlaps.
+    - `g_kappa, ..., g_rho`: the risk's partial derivatives with respect to them (e.g. by `jax.grad`).
+
+    All arguments broadcast against each other.
+
+    **Returns:** d/dt (kappa, nu, theta, eta, rho), shape (..., 5): the flow of k and v on their spheres,
+    dk/dt = -(I - k k^T) grad_k R and likewise for v, seen on the overlaps.
+    """
+    x0 = eta*kappa
+    x1 = kappa*rho - theta
+    x2 = nu*theta
+    x3 = eta - nu*rho
+    x4 = kappa - rho*theta
+    x5 = eta*rho - nu
+    return assemble(
+        (5,),
+        g_eta*x0 + g_kappa*(kappa**2 - 1) + g_rho*x1,
+        g_nu*(nu**2 - 1) - g_rho*x3 + g_theta*x2,
+        g_nu*x2 - g_rho*x4 + g_theta*(theta**2 - 1),
+        g_eta*(eta**2 - 1) + g_kappa*x0 + g_rho*x5,
+        g_eta*x5 + g_kappa*x1 - g_nu*x3 + 2*g_rho*(rho**2 - 1) - g_theta*x4,
+    )

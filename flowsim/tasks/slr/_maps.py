@@ -17,7 +17,7 @@ from flowsim.tasks.slr import _generated_maps as generated
 from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, check_overlaps
 from flowsim.tasks.slr._problem import Problem
 
-__all__ = ["ATTENTION_MAPS", "attention_weights", "risk_by_rule"]
+__all__ = ["ATTENTION_MAPS", "attention_weights", "flow_by_rule", "risk_by_rule"]
 
 #: The weight maps w: R^L -> R^L of the attention layer.
 ATTENTION_MAPS = ("erf", "softmax", "linear", "softplus")
@@ -86,3 +86,32 @@ def risk_by_rule(
     flat = points.reshape(-1, 5)
     risks = jax.vmap(lambda point: rule.expectation(conditional, point))(flat)
     return risks.reshape(points.shape[:-1])
+
+
+def flow_by_rule(
+    problem: Problem,
+    m: Float[ArrayLike, "... 5"],
+    attention: str = "softmax",
+    *,
+    rule: GaussianRule | None = None,
+    t=0.0,
+) -> Float[Array, "... 5"]:
+    """The projected gradient flow on the overlaps of an attention map's risk (`risk_by_rule`).
+
+    The risk's gradient with respect to the overlaps by `jax.grad` through the rule, then the
+    sphere projection derived for any risk (derivations/slr_maps.py, `projected_flow`).
+
+    **Arguments:** as `risk_by_rule` (overlaps checked the same way).
+
+    **Returns:** d/dt (kappa, nu, theta, eta, rho), shape (..., 5).
+    """
+    points = jnp.asarray(m, dtype=float)
+    risk_by_rule(problem, points.reshape(-1, 5)[:1], attention, rule=rule, t=t)  # validates the arguments
+    check_overlaps(points)
+    rule = default_rule(problem.L) if rule is None else rule
+
+    def one(point):
+        gradient = jax.grad(lambda x: risk_by_rule(problem, x, attention, rule=rule, t=t, check=False))(point)
+        return generated.projected_flow(*point, *gradient)
+
+    return jax.vmap(one)(points.reshape(-1, 5)).reshape(points.shape)
