@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import flowsim
 from flowsim import quadrature, slr
 from flowsim.tasks.slr._maps import ATTENTION_MAPS, attention_weights, risk_by_rule
 from tests.reference import random_realizable_overlaps
@@ -125,3 +126,21 @@ def test_the_erf_flow_through_the_rule_is_the_generated_flow():
     by_rule = slr.flow_by_rule(problem, m, "erf", rule=quadrature.gauss_hermite(3, 16))
     closed = jax.vmap(lambda x: problem.vector_field(0.0, x))(m)
     np.testing.assert_allclose(by_rule, closed, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("attention", ATTENTION_MAPS)
+def test_m_is_invariant_under_every_maps_flow(attention):
+    """Measured, not assumed (docs/science.md section 7): from two starts on M = {theta = eta = rho = 0}
+    the flow of each map, integrated to t = 2, keeps theta, eta and rho at 0 (they stay exactly 0:
+    the field has no component off M at points of M)."""
+    problem = slr.Problem(20, 3, 0.5, 0.7, 0.1)
+    rule = quadrature.gauss_hermite(3, 6)
+    starts = np.array([[0.3, 0.5, 0.0, 0.0, 0.0], [-0.7, 0.2, 0.0, 0.0, 0.0]])
+
+    def field(t, y, args):
+        return slr.flow_by_rule(problem, y, attention, rule=rule)
+
+    solved = flowsim.integrate(field, starts, np.linspace(0.0, 2.0, 5))
+    assert not solved.failures()
+    ys = np.asarray(solved.ys)
+    assert np.abs(ys[..., 2:]).max() == 0.0 and np.abs(ys[:, -1, :2] - starts[:, :2]).max() > 1e-2  # it moved
