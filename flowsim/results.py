@@ -304,7 +304,9 @@ class RunRecord:
         log: Callable[[str], None] | None = log_to_stderr,
         replace: bool = False,
     ):
-        self.created = not Path(folder).exists()
+        # The outermost folder this run creates (None if `folder` exists): what `discard` may remove.
+        missing = [path for path in (Path(folder), *Path(folder).parents) if not path.exists()]
+        self.created = missing[-1] if missing else None
         self.folder = prepare_folder(folder, replace=replace)
         self.command = command
         self.parameters = dict(parameters)
@@ -398,13 +400,19 @@ class RunRecord:
         return self._write_record(status or self.status)
 
     def discard(self) -> None:
-        """Remove run.json, and the folder if this run created it and left it empty: for a run refused
+        """Remove run.json, and the folders this run created if it left them empty: for a run refused
         (invalid input found once the folder was made) before it wrote any file."""
         if self.files:
             raise ValueError(f"the run wrote {len(self.files)} files into {self.folder}: finish it instead")
         (self.folder / "run.json").unlink(missing_ok=True)
-        if self.created and not any(self.folder.iterdir()):
-            self.folder.rmdir()
+        if self.created is not None:
+            # The folders this run made, innermost first, as long as they are empty.
+            for path in (self.folder, *self.folder.parents):
+                if any(path.iterdir()):
+                    break
+                path.rmdir()
+                if path == self.created:
+                    break
         self.closed = True
 
     def _write_record(self, status: str) -> Path:

@@ -131,9 +131,9 @@ def test_a_folder_never_mixes_two_runs(tmp_path, capsys):
 
 def test_a_refused_run_leaves_no_folder(tmp_path, capsys):
     """Refused after its folder was made (the memory estimate needs the run's sizes): nothing is left."""
-    out = tmp_path / "refused"
+    out = tmp_path / "new" / "refused"
     assert main(f"sgd --steps 1000000000000 --log-every 1 --seeds 1 --out {out}".split()) == 2
-    assert "run_sgd would need about" in capsys.readouterr().err and not out.exists()
+    assert "run_sgd would need about" in capsys.readouterr().err and not (tmp_path / "new").exists()
 
 
 def test_a_memory_estimate_uses_the_devices_or_the_hosts_memory():
