@@ -233,11 +233,11 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
     used, done = np.zeros(batch, int), np.zeros(batch, bool)
     interrupted = False
     bar = tqdm(total=float(ts_host[-1] - ts_host[0]), unit="t", disable=not progress)
+    meter = diffrax.NoProgressMeter()  # the segments' progress is the bar above
     with ctrl_c_stops():
         for segment in range(count):
             first = segment * k
             saved = min(k, intervals - first) + 1
-            meter = diffrax.NoProgressMeter()
             outputs, interrupted = run_interruptibly(
                 _solve,
                 field,
@@ -275,7 +275,6 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
 def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress_meter):
     term = diffrax.ODETerm(field)
     saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)])
-
     event = None
     if steady_state_tol is not None:
 

@@ -16,6 +16,7 @@ state, which `jax.grad` differentiates like any other.
 Errors at given sizes are measured in tests/test_quadrature.py against closed forms.
 """
 
+import functools
 import math
 
 import equinox as eqx
@@ -107,6 +108,7 @@ def sobol(m: int, points: int = DEFAULT_SOBOL_POINTS, seed: int = 0) -> Gaussian
     return GaussianRule(jnp.asarray(normal), jnp.full(points, 1.0 / points), name)
 
 
+@functools.cache  # a rule is immutable: the Sobol' set is drawn once per dimension
 def default_rule(m: int) -> GaussianRule:
     """Gauss-Hermite of order `DEFAULT_ORDER` while it has at most `MAX_PRODUCT_POINTS` points
     (m <= 4), else a Sobol' set of `DEFAULT_SOBOL_POINTS` points."""

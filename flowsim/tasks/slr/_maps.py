@@ -16,7 +16,7 @@ from flowsim._checks import check_choice
 from flowsim.integrate import traced
 from flowsim.quadrature import GaussianRule, default_rule
 from flowsim.tasks.slr import _generated_maps as generated
-from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, check_overlaps
+from flowsim.tasks.slr._overlaps import validate_overlaps
 from flowsim.tasks.slr._problem import Problem
 
 __all__ = ["ATTENTION_MAPS", "attention_weights", "flow_by_rule", "risk_by_rule"]
@@ -65,20 +65,22 @@ def risk_by_rule(
 
     **Returns:** the risk, shape (...).
     """
+    points, rule = _arguments(problem, m, attention, rule, check)
+    return _risks(traced(problem), points.reshape(-1, 5), attention, rule, jnp.asarray(t, float)).reshape(
+        points.shape[:-1]
+    )
+
+
+def _arguments(problem, m, attention, rule, check) -> tuple[Array, GaussianRule]:
+    """The arguments of `risk_by_rule` and `flow_by_rule`, checked: (overlaps as an array, the rule)."""
     check_choice("attention", attention, ATTENTION_MAPS)
-    if jnp.ndim(jnp.asarray(m)) == 0 or jnp.shape(jnp.asarray(m))[-1] != 5:
-        raise ValueError(f"overlaps must have a last axis of size 5 {OVERLAP_NAMES}, got shape {jnp.shape(m)}")
-    if check and not isinstance(m, jax.core.Tracer):
-        check_overlaps(m)
+    validate_overlaps(m, realizable=check)
     rule = default_rule(problem.L) if rule is None else rule
     if rule.dimension != problem.L:
         raise ValueError(
             f"rule must have dimension L = {problem.L} (one standard normal per score), got {rule.dimension}"
         )
-    points = jnp.asarray(m, dtype=float)
-    return _risks(traced(problem), points.reshape(-1, 5), attention, rule, jnp.asarray(t, float)).reshape(
-        points.shape[:-1]
-    )
+    return jnp.asarray(m, dtype=float), rule
 
 
 def _risk(problem, point, attention, rule, t):
@@ -116,13 +118,7 @@ def flow_by_rule(
 
     **Returns:** d/dt (kappa, nu, theta, eta, rho), shape (..., 5).
     """
-    check_choice("attention", attention, ATTENTION_MAPS)
-    rule = default_rule(problem.L) if rule is None else rule
-    if rule.dimension != problem.L:
-        raise ValueError(f"rule must have dimension L = {problem.L} (one normal per score), got {rule.dimension}")
-    if not isinstance(m, jax.core.Tracer):  # traced inside a solve: checked where it was concrete
-        check_overlaps(m)
-    points = jnp.asarray(m, dtype=float)
+    points, rule = _arguments(problem, m, attention, rule, check=True)
     return _flows(traced(problem), points.reshape(-1, 5), attention, rule, jnp.asarray(t, float)).reshape(points.shape)
 
 

@@ -1,10 +1,11 @@
 """The five overlaps (kappa, nu, theta, eta, rho) and their realizability."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-__all__ = ["OVERLAP_NAMES", "check_overlaps", "gram_matrix", "overlaps", "unrealizable"]
+__all__ = ["OVERLAP_NAMES", "check_overlaps", "gram_matrix", "overlaps", "unrealizable", "validate_overlaps"]
 
 #: The order of the overlaps everywhere in flowsim.
 OVERLAP_NAMES = ("kappa", "nu", "theta", "eta", "rho")
@@ -53,13 +54,25 @@ def check_overlaps(m, *, atol: float = 1e-10) -> np.ndarray:
     (k*, v*, k, v) that is not positive semidefinite.
     """
     array = np.asarray(m, dtype=np.float64)
-    if array.ndim == 0 or array.shape[-1] != 5:
-        raise ValueError(f"overlaps must have a last axis of size 5 {OVERLAP_NAMES}, got shape {array.shape}")
+    _check_shape(array)
     problems = unrealizable(array.reshape(-1, 5), atol=atol)
     if problems:
         i, reason = next(iter(problems.items()))
         raise ValueError(f"overlaps point {_where(i, array.shape)} = {_show(array.reshape(-1, 5)[i])} {reason}")
     return array
+
+
+def _check_shape(m) -> None:
+    if np.ndim(m) == 0 or np.shape(m)[-1] != 5:
+        raise ValueError(f"overlaps must have a last axis of size 5 {OVERLAP_NAMES}, got shape {np.shape(m)}")
+
+
+def validate_overlaps(m, realizable: bool = True) -> None:
+    """The check at a function's boundary: the shape always; with `realizable`, `check_overlaps` too,
+    where m is concrete (inside `jax.jit` or `jax.grad` it was checked where it was)."""
+    _check_shape(m)
+    if realizable and not isinstance(m, jax.core.Tracer):
+        check_overlaps(m)
 
 
 def unrealizable(points, *, atol: float = 1e-10) -> dict[int, str]:
