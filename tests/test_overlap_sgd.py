@@ -199,3 +199,31 @@ def test_bad_input_is_rejected(kwargs, message):
     problem = arguments.pop("problem")
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("^", r"\^")):
         slr.run_sgd(problem, jax.random.key(0), lr=0.01, steps=1, **arguments)
+
+
+@pytest.fixture(scope="module")
+def softmax_runs():
+    """Online SGD with softmax attention, 1 000 seeds per engine from START (d = 20, L = 3, batch 2, lr 0.05,
+    40 steps); the chain also at a wrong d = 40, the negative control."""
+
+    def run(engine, d, key):
+        problem = slr.Problem(d, 3, 1.0, eps=0.1, attention="softmax")
+        run = slr.run_sgd(problem, key, init=START, lr=0.05, steps=40, log_every=40, batch=2, seeds=1000, engine=engine)
+        return np.asarray(run.ys[:, -1])
+
+    return run("rd", 20, 1), run("overlaps", 20, 2), run("overlaps", 40, 3)
+
+
+def test_the_softmax_chain_has_the_law_of_online_sgd_in_Rd(softmax_runs):
+    """The frame-plus-Wishart construction does not depend on the weight map: for softmax attention,
+    two-sample Kolmogorov-Smirnov tests on each of the five overlaps after 40 steps do not reject at
+    the 0.01 level (fixed seeds; measured minimum 0.029, and with 20 000 seeds per engine every mean
+    agreed within 1.8 standard errors); the same tests detect a chain run at the wrong d (d = 40
+    against 20: p < 1e-6 on at least one overlap, measured 1.6e-67)."""
+    rd, chain, wrong_d = softmax_runs
+    assert np.isfinite(rd).all() and np.isfinite(chain).all()
+    p_values = [scipy.stats.ks_2samp(rd[:, j], chain[:, j]).pvalue for j in range(5)]
+    assert min(p_values) > 0.01, p_values
+    control = [scipy.stats.ks_2samp(rd[:, j], wrong_d[:, j]).pvalue for j in range(5)]
+    assert min(control) < 1e-6, control
+    assert np.abs(rd.mean(0) - START).max() > 0.05  # the runs moved

@@ -11,6 +11,7 @@ from flowsim.fixedpoints import Attractor, attractors
 from flowsim.integrate import solve_flow
 from flowsim.maps import MapTrajectories, iterate_map
 from flowsim.sgd import SGDRun
+from flowsim.tasks.slr._attention import ATTENTION_MAPS, attention_weights
 from flowsim.tasks.slr._baselines import (
     Estimate,
     bayes_predict,
@@ -29,7 +30,7 @@ from flowsim.tasks.slr._experiments import (
 )
 from flowsim.tasks.slr._fixedpoints import fixed_points, fixed_points_on_manifold
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
-from flowsim.tasks.slr._maps import ATTENTION_MAPS, attention_weights, flow_by_rule, risk_by_rule
+from flowsim.tasks.slr._maps import flow_by_rule, risk_by_rule
 from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
 from flowsim.tasks.slr._problem import ORACLE, Problem, ProblemOnManifold, distance_to_manifold
 from flowsim.tasks.slr._risk import oracle_risk, population_risk

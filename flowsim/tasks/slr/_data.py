@@ -1,19 +1,19 @@
-"""Hidden directions, the sampler and the attention predictor in R^d."""
+"""Hidden directions, the sampler and the attention predictor in R^d (any weight map of `_attention`)."""
 
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import erf
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from flowsim._checks import as_key, check_count
+from flowsim.tasks.slr._attention import attention_weights
 
 if TYPE_CHECKING:
     from flowsim.tasks.slr._problem import Problem
 
-__all__ = ["Batch", "GroundTruth", "attention", "empirical_risk", "ground_truth", "predict", "sample"]
+__all__ = ["Batch", "GroundTruth", "attend", "empirical_risk", "ground_truth", "predict", "sample"]
 
 
 class GroundTruth(NamedTuple):
@@ -91,30 +91,33 @@ def _sample(problem, truth, key, n, dtype=jnp.float64):
     return Batch(X, y, J0)
 
 
-def predict(X: Float[Array, "... L d"], k: Float[Array, " d"], v: Float[Array, " d"], lam) -> Float[Array, "..."]:
-    """The simplified attention layer `T(X) = sum_l erf(lam <X_l, k>) <X_l, v>`.
+def predict(
+    X: Float[Array, "... L d"], k: Float[Array, " d"], v: Float[Array, " d"], lam, attention: str = "erf"
+) -> Float[Array, "..."]:
+    """The simplified attention layer `T(X) = sum_l w_l(lam chi) <X_l, v>` with chi_l = <X_l, k>.
 
     **Arguments:**
 
     - `X`: tokens, shape (..., L, d).
     - `k`, `v`: key and value directions, shape (d,).
     - `lam`: the inverse temperature.
+    - `attention`: the weight map, one of `ATTENTION_MAPS` (default the paper's erf).
 
     **Returns:** T(X), shape (...).
     """
-    return attention(X @ k, X @ v, lam)
+    return attend(X @ k, X @ v, lam, attention)
 
 
-def attention(key_projections, value_projections, lam):
+def attend(key_projections, value_projections, lam, attention: str = "erf"):
     """T from the tokens' projections `<X_l, k>` and `<X_l, v>`, shapes (..., L): all T depends on."""
-    return jnp.sum(erf(lam * key_projections) * value_projections, axis=-1)
+    return jnp.sum(attention_weights(attention, lam * key_projections) * value_projections, axis=-1)
 
 
-def squared_loss(key_projections, value_projections, y, lam) -> Float[Array, ""]:
+def squared_loss(key_projections, value_projections, y, lam, attention: str = "erf") -> Float[Array, ""]:
     """Mean squared error of the predictor from the tokens' projections (..., L) on k and v."""
-    return jnp.mean((y - attention(key_projections, value_projections, lam)) ** 2)
+    return jnp.mean((y - attend(key_projections, value_projections, lam, attention)) ** 2)
 
 
-def empirical_risk(X, y, k, v, lam) -> Float[Array, ""]:
+def empirical_risk(X, y, k, v, lam, attention: str = "erf") -> Float[Array, ""]:
     """Mean squared error of the attention predictor on samples (X, y)."""
-    return squared_loss(X @ k, X @ v, y, lam)
+    return squared_loss(X @ k, X @ v, y, lam, attention)

@@ -16,12 +16,15 @@ Two reductions keep the random numbers per step near 2 batch L, all exact in law
 
 - The predictor and the loss are symmetric in the tokens, so the informative token is token 0
   of every sequence (J0 uniform and independent of the rest changes nothing).
-- A noise token's weights depend only on its projections on span(k, v). Its frame coordinates
+- The noise tokens' weights c_i, c'_i depend only on the sequence's projections on span(k, v) (for
+  the normalised maps, softmax and softplus, on those of all its tokens), never on the frame
+  coordinates orthogonal to span(k, v). A noise token's frame coordinates
   on the two frame directions orthogonal to span(k, v) are independent standard normals, so
   their weighted sums are, given the weights, bivariate normal with the noise tokens' scale
   sum (c_i, c'_i)(c_i, c'_i)^T: two draws replace two per token.
 
-The weights c_i, c'_i are automatic derivatives of the same predictor as in R^d (`squared_loss`);
+The weights c_i, c'_i are automatic derivatives of the same predictor as in R^d (`squared_loss`, with
+the problem's attention map: the construction does not depend on the map);
 the rest is linear algebra in R^4, pinned against the R^d step on the same data by the tests.
 """
 
@@ -178,7 +181,7 @@ def sgd_step(problem, m, lam, lr, noise, batch: int) -> Float[Array, "5"]:
     key_projections = jnp.concatenate([_dot(informative, k)[:, None], z1], axis=1)
     value_projections = jnp.concatenate([_dot(informative, v)[:, None], v1 * z1 + v2 * z2], axis=1)
     y = informative[:, 1] + problem.eps * label_noise
-    c_k, c_v = jax.grad(squared_loss, (0, 1))(key_projections, value_projections, y, lam)
+    c_k, c_v = jax.grad(squared_loss, (0, 1))(key_projections, value_projections, y, lam, problem.attention)
 
     def frame_part(c):  # sum_i c_i X_i on the frame: the informative tokens, then the noise tokens' span part
         noise = c[:, 1:]

@@ -8,15 +8,19 @@ import math
 from typing import ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from flowsim._checks import NON_NEGATIVE, POSITIVE, at_least, check_choice, python_scalar
 from flowsim._task import AbstractTask, Parameter
+from flowsim.quadrature import GaussianRule, default_rule
 from flowsim.schedules import AbstractSchedule
 from flowsim.tasks.slr import _generated as generated
+from flowsim.tasks.slr._attention import ATTENTION_MAPS
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
-from flowsim.tasks.slr._overlap_sgd import draw_step_noise, sgd_step
+from flowsim.tasks.slr._maps import check_rule, rule_flow, rule_risk
+from flowsim.tasks.slr._overlap_sgd import draw_step_noise, frame, renormalised_step, sgd_step
 from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, unrealizable
 
 __all__ = ["ORACLE", "PARAMETERS", "SYMBOLS", "Problem", "ProblemOnManifold", "distance_to_manifold"]
@@ -63,6 +67,8 @@ class _Parameters(AbstractTask):
     lam: float | AbstractSchedule
     gamma: float = math.sqrt(0.5)
     eps: float = 0.0
+    attention: str = eqx.field(static=True, default="erf")
+    rule: GaussianRule | None = None
 
     parameters: ClassVar = PARAMETERS
     scheduled: ClassVar = "lam"
@@ -71,11 +77,29 @@ class _Parameters(AbstractTask):
     state_labels: ClassVar = SYMBOLS
     state_symbols: ClassVar = _SHORT
 
+    def __post_init__(self):
+        # Every map but erf takes its risk by a rule; the default one is made here, once, so that it
+        # is a leaf of the task (traced by jitted functions, not folded into them as a constant).
+        if self.rule is None and self.attention != "erf" and isinstance(self.L, int) and self.L >= 1:
+            self.rule = default_rule(self.L)
+
     def __check_init__(self):
         for parameter in PARAMETERS:
             value = getattr(self, parameter.name)
             if not isinstance(value, AbstractSchedule):
                 parameter.allowed.check(f"Problem.{parameter.name}", value)
+        check_choice("Problem.attention", self.attention, ATTENTION_MAPS)
+        if self.rule is not None:
+            check_rule(self.rule, self.L)
+
+    @property
+    def closed_form(self) -> bool:
+        """Whether the risk and flow are the closed forms of docs/science.md section 3 (erf), not a rule's."""
+        return self.attention == "erf" and self.rule is None
+
+    def describe(self, *, math_text: bool = False) -> str:
+        described = super().describe(math_text=math_text)
+        return described if self.attention == "erf" else f"{self.attention} attention, {described}"
 
     @property
     def s(self) -> float:
@@ -131,18 +155,43 @@ class Problem(_Parameters):
 
     def vector_field(self, t, y):
         """d/dt of the five overlaps under the projected gradient flow (docs/science.md section 5)."""
-        return self._call(generated.flow, t, *jnp.moveaxis(y, -1, 0))
+        if self.closed_form:
+            return self._call(generated.flow, t, *jnp.moveaxis(y, -1, 0))
+        return self._by_rule(rule_flow, t, y, "(5)->(5)")
 
     def risk(self, t, y):
         """The full population risk E[(Y - T)^2] at overlaps y."""
-        return self._call(generated.risk, t, *jnp.moveaxis(y, -1, 0))
+        if self.closed_form:
+            return self._call(generated.risk, t, *jnp.moveaxis(y, -1, 0))
+        return self._by_rule(rule_risk, t, y, "(5)->()")
+
+    def _by_rule(self, function, t, y, signature):
+        """`rule_flow` or `rule_risk` at overlaps y of any leading shape."""
+        return jnp.vectorize(lambda point: function(self, point, self.rule, t), signature=signature)(y)
 
     def jacobian(self, t, y):
-        return self._call(generated.jacobian, t, *jnp.moveaxis(y, -1, 0))
+        if self.closed_form:
+            return self._call(generated.jacobian, t, *jnp.moveaxis(y, -1, 0))
+        return super().jacobian(t, y)
 
     def discrete_map(self, t, y, alpha):
-        """One step of projected gradient descent with renormalisation, exact on the overlaps."""
-        return self._call(generated.pgd_map, t, *jnp.moveaxis(y, -1, 0), alpha=alpha)
+        """One step of projected gradient descent with renormalisation, exact on the overlaps.
+
+        The population gradient lies in span(k*, v*, k, v): grad_k R = R_kappa k* + R_eta v* + R_rho v and
+        grad_v R = R_theta k* + R_nu v* + R_rho k, so the step is the overlap chain's renormalised step
+        without noise; for erf, the generated closed form of the same step.
+        """
+        if self.closed_form:
+            return self._call(generated.pgd_map, t, *jnp.moveaxis(y, -1, 0), alpha=alpha)
+        return jnp.vectorize(lambda point: self._pgd_step(t, point, alpha), signature="(5)->(5)")(y)
+
+    def _pgd_step(self, t, point, alpha):
+        r_kappa, r_nu, r_theta, r_eta, r_rho = jax.grad(self.risk, 1)(t, point)
+        k, v = frame(point)
+        e1, e2 = jnp.eye(4)[:2]
+        g_k = r_kappa * e1 + r_eta * e2 + r_rho * v
+        g_v = r_theta * e1 + r_nu * e2 + r_rho * k
+        return renormalised_step(k, v, g_k, g_v, jnp.zeros(3), alpha)
 
     def initial_states(self, key, n, kind):
         return initial_overlaps(key, self.d, n, kind)
@@ -163,7 +212,7 @@ class Problem(_Parameters):
 
     def restriction(self) -> "ProblemOnManifold":
         """The flow on the invariant manifold M = {theta = eta = rho = 0}, in (kappa, nu)."""
-        return ProblemOnManifold(self.d, self.L, self.lam, self.gamma, self.eps)
+        return ProblemOnManifold(self.d, self.L, self.lam, self.gamma, self.eps, self.attention, self.rule)
 
     def sgd_noise(self, key, batch):
         if self.d < 5:
@@ -195,15 +244,25 @@ class ProblemOnManifold(_Parameters):
         ys = np.asarray(ys, dtype=float)
         return np.concatenate([ys, np.zeros((*ys.shape[:-1], 3))], axis=-1)
 
+    def _full(self) -> Problem:
+        return Problem(self.d, self.L, self.lam, self.gamma, self.eps, self.attention, self.rule)
+
+    def _lifted(self, y):
+        return jnp.concatenate([y, jnp.zeros((*y.shape[:-1], 3), y.dtype)], axis=-1)
+
     def vector_field(self, t, y):
-        return self._call(generated.flow_on_manifold, t, *jnp.moveaxis(y, -1, 0))
+        if self.closed_form:
+            return self._call(generated.flow_on_manifold, t, *jnp.moveaxis(y, -1, 0))
+        # M is invariant under every map's flow (measured: tests/test_maps.py), so its first two components are it.
+        return self._full().vector_field(t, self._lifted(y))[..., :2]
 
     def risk(self, t, y):
-        zeros = jnp.zeros_like(y[..., 0])
-        return self._call(generated.risk, t, y[..., 0], y[..., 1], zeros, zeros, zeros)
+        return self._full().risk(t, self._lifted(y))
 
     def jacobian(self, t, y):
-        return self._call(generated.jacobian_on_manifold, t, *jnp.moveaxis(y, -1, 0))
+        if self.closed_form:
+            return self._call(generated.jacobian_on_manifold, t, *jnp.moveaxis(y, -1, 0))
+        return super().jacobian(t, y)
 
     def initial_states(self, key, n, kind):
         check_choice("kind", kind, self.initialisations)

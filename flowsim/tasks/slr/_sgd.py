@@ -221,7 +221,7 @@ def _run(problem, lr, seed_keys, m0, config):
                     order = jax.random.permutation(jax.random.fold_in(key_data, step // per_epoch), n)
                     rows = jax.lax.dynamic_slice(order, ((step % per_epoch) * batch,), (batch,))
                     X, y = X[rows], y[rows]
-            return jax.grad(empirical_risk, (2, 3))(X, y, k, v, lam)
+            return jax.grad(empirical_risk, (2, 3))(X, y, k, v, lam, problem.attention)
 
         def step(state, index):
             k, v = state
@@ -234,7 +234,10 @@ def _run(problem, lr, seed_keys, m0, config):
             out = [overlaps(k.astype(float), v.astype(float), truth64)]
             if mode == "dataset":
                 lam = problem.lam_at(lr * index).astype(dtype)
-                out += [empirical_risk(*dataset, k, v, lam), empirical_risk(*held_out, k, v, lam)]
+                out += [
+                    empirical_risk(*dataset, k, v, lam, problem.attention),
+                    empirical_risk(*held_out, k, v, lam, problem.attention),
+                ]
             return out
 
         return logged_scan(step, record, (k, v), logs, log_every)
