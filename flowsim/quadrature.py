@@ -11,7 +11,8 @@ state, which `jax.grad` differentiates like any other.
 - `sobol(m, points, seed)`: a scrambled Sobol' point set (scipy.stats.qmc) through the normal
   quantile, equal weights. Its error falls about as 1 / points (up to log factors) for a smooth
   integrand, against 1 / sqrt(points) for Monte Carlo: the choice for larger m.
-- `default_rule(m)`: Gauss-Hermite while it needs at most `MAX_PRODUCT_POINTS` points, else Sobol'.
+- `default_rule(m)`: Gauss-Hermite of the highest order (at least 8) whose product has at most
+  `MAX_PRODUCT_POINTS` points (order 64, 64, 16, 8 for m = 1..4), else Sobol'.
 
 Errors at given sizes are measured in tests/test_quadrature.py against closed forms.
 """
@@ -33,8 +34,8 @@ __all__ = ["MAX_PRODUCT_POINTS", "GaussianRule", "default_rule", "gauss_hermite"
 
 #: The most points `default_rule` spends on a product rule before it takes a Sobol' set instead.
 MAX_PRODUCT_POINTS = 4096
-#: The order of `default_rule`'s product rule, and the size of its Sobol' set.
-DEFAULT_ORDER, DEFAULT_SOBOL_POINTS = 8, 2**14
+#: The lowest and highest orders of `default_rule`'s product rule, and the size of its Sobol' set.
+MIN_ORDER, MAX_ORDER, DEFAULT_SOBOL_POINTS = 8, 64, 2**14
 
 
 class GaussianRule(eqx.Module):
@@ -109,10 +110,14 @@ def sobol(m: int, points: int = DEFAULT_SOBOL_POINTS, seed: int = 0) -> Gaussian
 
 
 @functools.cache  # a rule is immutable: the Sobol' set is drawn once per dimension
-def default_rule(m: int) -> GaussianRule:
-    """Gauss-Hermite of order `DEFAULT_ORDER` while it has at most `MAX_PRODUCT_POINTS` points
-    (m <= 4), else a Sobol' set of `DEFAULT_SOBOL_POINTS` points."""
+def default_rule(m: int, points: int = DEFAULT_SOBOL_POINTS) -> GaussianRule:
+    """The product Gauss-Hermite rule of the highest order <= `MAX_ORDER` with at most `MAX_PRODUCT_POINTS`
+    points, if that order is at least `MIN_ORDER` (m <= 4), else a Sobol' set of `points` points.
+
+    Errors of the attention maps' risks at given sizes are in docs/science.md section 7.
+    """
     m = check_count("m", m, 1)
-    if DEFAULT_ORDER**m <= MAX_PRODUCT_POINTS:
-        return gauss_hermite(m, DEFAULT_ORDER)
-    return sobol(m, DEFAULT_SOBOL_POINTS)
+    order = min(MAX_ORDER, math.floor(MAX_PRODUCT_POINTS ** (1 / m) + 1e-9))
+    if order >= MIN_ORDER:
+        return gauss_hermite(m, order)
+    return sobol(m, points)

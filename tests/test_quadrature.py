@@ -69,6 +69,7 @@ def test_softmax_weights_average_to_one_over_m():
 
 
 def test_the_default_rule_is_a_product_rule_while_it_is_small():
+    assert quadrature.default_rule(3).name == "gauss-hermite(3, order 16)"  # the 4096-point budget spent
     assert quadrature.default_rule(4).name == "gauss-hermite(4, order 8)"
     assert quadrature.default_rule(5).name == "sobol(5, 16384 points, seed 0)"
 

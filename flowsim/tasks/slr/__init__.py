@@ -11,6 +11,7 @@ from flowsim.fixedpoints import Attractor, attractors
 from flowsim.integrate import solve_flow
 from flowsim.maps import MapTrajectories, iterate_map
 from flowsim.sgd import SGDRun
+from flowsim.tasks.slr._advantage import DEFAULT_LAMS, Advantage, advantage_figure, statistical_advantage
 from flowsim.tasks.slr._attention import ATTENTION_MAPS, attention_weights
 from flowsim.tasks.slr._baselines import (
     Estimate,
@@ -40,12 +41,14 @@ from flowsim.tasks.slr._verify import CLAIM, default_settings, verify_convergenc
 __all__ = [
     "ATTENTION_MAPS",
     "CLAIM",
+    "DEFAULT_LAMS",
     "ENGINES",
     "EXPERIMENTS",
     "INITIALISATIONS",
     "MODES",
     "ORACLE",
     "OVERLAP_NAMES",
+    "Advantage",
     "Attractor",
     "Batch",
     "Comparison",
@@ -59,6 +62,7 @@ __all__ = [
     "SGDRun",
     "Summary",
     "SweepResult",
+    "advantage_figure",
     "attention_weights",
     "attractors",
     "bayes_predict",
@@ -89,6 +93,7 @@ __all__ = [
     "run_sgd",
     "sample",
     "solve_flow",
+    "statistical_advantage",
     "summary_table",
     "sweep_batch",
     "sweep_dataset",

@@ -28,7 +28,10 @@ from flowsim.verify import VerifyReport
 
 __all__ = ["COMMANDS", "DESCRIPTION"]
 
-DESCRIPTION = "single-location regression with erf attention (Marion et al., ICLR 2025)"
+DESCRIPTION = (
+    "single-location regression with erf attention (Marion et al., ICLR 2025) and softmax, linear, softplus "
+    "attention (Duranthon et al., 2025)"
+)
 
 #: The paper's reference experiments (docs/science.md section 6) that give the defaults.
 _EXPERIMENTS = {experiment.name: experiment for experiment in slr.EXPERIMENTS}
@@ -64,6 +67,16 @@ def _init_option(parser, what: str) -> None:
     init_option(parser, slr.Problem, what, _INIT_TEXT)
 
 
+def _attention_option(parser) -> None:
+    parser.add_argument(
+        "--attention",
+        choices=slr.ATTENTION_MAPS,
+        default="erf",
+        help="the attention weight map (docs/science.md section 7); every map but erf takes its risk by a rule "
+        "over the scores (flowsim.quadrature.default_rule)",
+    )
+
+
 def _engine_option(parser, text: str) -> None:
     parser.add_argument("--engine", choices=slr.ENGINES, default="overlaps", help=text)
 
@@ -83,6 +96,7 @@ def _demo_options(parser) -> None:
 
 
 def _flow_options(parser) -> None:
+    _attention_option(parser)
     _task_options(parser, "flow", **_POPULATION_DEFAULTS)
     schedule_option(parser, "alpha", _POPULATION.decay)
     option(parser, "--alpha", float, _POPULATION.alpha, "step size that maps steps to flow time (--decay)", POSITIVE)
@@ -102,6 +116,7 @@ def _flow_options(parser) -> None:
 
 
 def _portrait_options(parser) -> None:
+    _attention_option(parser)
     _task_options(parser, "portrait", **_POPULATION_DEFAULTS)
     option(parser, "--trajectories", int, 8, "sample trajectories drawn from starts on M", at_least(0))
     option(parser, "--t-max", float, 200.0, "horizon of the sample trajectories", POSITIVE)
@@ -131,6 +146,7 @@ def _sgd_run_options(parser, seeds: int) -> None:
 
 
 def _sgd_options(parser) -> None:
+    _attention_option(parser)
     _task_options(parser, "sgd", **_SGD_DEFAULTS)
     _sgd_run_options(parser, seeds=30)
     parser.add_argument(
@@ -145,6 +161,7 @@ def _sgd_options(parser) -> None:
 
 
 def _compare_options(parser) -> None:
+    _attention_option(parser)
     _task_options(parser, "compare", **_SGD_DEFAULTS)
     _sgd_run_options(parser, seeds=8)
     parser.add_argument(
@@ -176,6 +193,39 @@ def _reproduce_options(parser) -> None:
     )
 
 
+def _advantage_options(parser) -> None:
+    _task_options(parser, "advantage", d=80, L=10, gamma=1.0, eps=0.1)
+    option(
+        parser, "--lams", _numbers, ",".join(f"{lam:.6g}" for lam in slr.DEFAULT_LAMS), "inverse temperatures, a,b,c"
+    )
+    parser.add_argument(
+        "--maps", nargs="+", choices=slr.ATTENTION_MAPS, default=list(slr.ATTENTION_MAPS), help="the maps compared"
+    )
+    option(parser, "--starts", int, 64, "sphere starts of the flow, and SGD seeds", at_least(1))
+    option(parser, "--t-max", float, 100.0, "horizon of the flow and of SGD (t = lr * step)", POSITIVE)
+    option(parser, "--lr", float, 0.01, "SGD step size", POSITIVE)
+    option(parser, "--batch", int, 5, "SGD samples per step", at_least(1))
+    option(parser, "--rule-points", int, 2**12, "Sobol' points of the rule over the L scores for L > 4 (a power of 2)", _POWER)
+    option(parser, "--bayes-samples", int, 100_000, "Monte Carlo samples of the Bayes risk", at_least(2))
+    parser.add_argument("--quick", action="store_true", help="3 values of lam, 16 starts, t-max 30")
+
+
+_POWER = Allowed("a power of 2 >= 2", lambda n: n >= 2 and not n & (n - 1), integer=True)
+
+
+def _numbers(text: str) -> tuple[float, ...]:
+    """The type of --lams: comma-separated positive numbers."""
+    import argparse
+
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated numbers, got {text!r}") from None
+    if not all(math.isfinite(value) and value > 0 for value in values):
+        raise argparse.ArgumentTypeError(f"must be finite numbers > 0, got {text!r}")
+    return values
+
+
 # ---------------------------------------------------------------------------------------------
 # Shared steps of the commands
 
@@ -184,7 +234,8 @@ def _problem(args, decay: float = 0.0, clock: float = 1.0) -> slr.Problem:
     """The task from the options; with decay > 0, lam follows the paper's schedule lam / (1 + decay * step),
     step = t / clock."""
     lam = InverseTimeDecay(args.lam, decay, clock) if decay > 0 else args.lam
-    return slr.Problem(d=args.d, L=args.L, lam=lam, gamma=args.gamma, eps=args.eps)
+    attention = getattr(args, "attention", "erf")
+    return slr.Problem(d=args.d, L=args.L, lam=lam, gamma=args.gamma, eps=args.eps, attention=attention)
 
 
 def _given_overlaps(init):
@@ -590,6 +641,36 @@ def _reproduce(args) -> int:
     return parts.finish(record)
 
 
+def _advantage(args) -> int:
+    import jax
+
+    from flowsim import quadrature
+
+    record = parts.record(args)
+    lams, starts, t_max = (args.lams[::3], 16, 30.0) if args.quick else (args.lams, args.starts, args.t_max)
+    rule = quadrature.default_rule(args.L, args.rule_points)
+    what = f"{len(args.maps)} maps x {len(lams)} values of lam, {starts} starts, t = {t_max:g}, d = {args.d}"
+    with record.phase("advantage", what):
+        result = slr.statistical_advantage(
+            jax.random.key(args.seed), d=args.d, L=args.L, gamma=args.gamma, eps=args.eps, lams=lams,
+            attention=tuple(args.maps), starts=starts, t_max=t_max, lr=args.lr, batch=args.batch, rule=rule,
+            bayes_samples=args.bayes_samples, log=record.log,
+        )  # fmt: skip
+    parts.record_failures(record, result, "run")
+    table = result.table()
+    record.write_csv("advantage.csv", table)
+    parts.save(record, slr.advantage_figure(result), "advantage")
+    header = ("map", "lam", "flow median", "SGD median", "oracle")
+    rows = zip(
+        table["attention"],
+        *([f"{x:.5g}" for x in table[name]] for name in ("lam", "flow_median", "sgd_median", "oracle")),
+        strict=True,
+    )
+    print(f"Risk reached from {starts} sphere starts ({what}; rule {rule.name}); Bayes risk {result.bayes.mean:.5g}")
+    print(format_table(header, rows))
+    return parts.finish(record)
+
+
 #: name, what it does (its --help), the function that runs it, the function that adds its options.
 COMMANDS = (
     Command(
@@ -632,6 +713,14 @@ COMMANDS = (
         "(exit status 1 if 'almost every start on M converges to +-(k*, v*)' fails)",
         _verify,
         _verify_options,
+    ),
+    Command(
+        "advantage",
+        "the statistical advantage of softmax: the risk each attention map (erf, softmax, linear, softplus) "
+        "reaches by the gradient flow and by online SGD from sphere starts, against lam, with the oracle and "
+        "Bayes risks",
+        _advantage,
+        _advantage_options,
     ),
     Command(
         "reproduce",
