@@ -1,0 +1,108 @@
+"""The flow of each attention map on the overlaps against population PGD in R^d with the same rule.
+
+For each map (erf: closed form; softmax, linear, softplus: the default rule over the L scores, 2^14
+Sobol' points at L = 10) the projected gradient flow from B sphere starts to t = 100 at d = 400,
+L = 10 (issue 12's setting), by `slr.solve_flow` with the implicit solver the flow's stiffness needs
+(Kvaerno3 at rtol 1e-5 for the rule maps; erf's closed form at the engine's default tolerances, with
+Kvaerno5). Timed: a first call (compile + run) and a second call (run only).
+
+The baseline is what a user would otherwise write: population PGD in R^d, k <- (k - a (I - k k^T)
+grad_k R) / |.| and likewise v, with R(k, v) the same risk function (the same rule) of the overlaps of
+(k, v), batched over the B starts (`slr.run_sgd(mode="population", engine="rd")`, a compiled scan).
+Its step is the paper's a = 4e-3 (section 6 of docs/science.md: the largest it uses), or less where that
+would be unstable: a must stay below 2 / max|eig J| with J the flow's Jacobian along the flow (measured
+here at the flow's saved states). Reaching t = 100 takes 100 / a steps; the baseline is timed over
+--pgd-steps steps (after a compile call of the same shape) and extrapolated. PGD at that step is a
+first-order approximation of the flow (its end points err by O(a)), the flow's solve by ~1e-5.
+
+Usage: python benchmarks/maps_flow.py [--maps softmax ...] [--quick]
+"""
+
+import argparse
+import math
+import os
+import platform
+import time
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from flowsim import slr
+
+#: The largest PGD step of the paper's experiments.
+PAPER_STEP = 4e-3
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--maps", nargs="+", default=list(slr.ATTENTION_MAPS), choices=slr.ATTENTION_MAPS)
+    parser.add_argument("--d", type=int, default=400)
+    parser.add_argument("--L", type=int, default=10)
+    parser.add_argument("--lam", type=float, default=1.0)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--t-max", type=float, default=100.0)
+    parser.add_argument("--pgd-steps", type=int, default=200, help="PGD steps timed (then extrapolated)")
+    parser.add_argument("--quick", action="store_true", help="d = 80, L = 3, B = 8, t = 10: a smoke run")
+    return parser.parse_args()
+
+
+def timed(function):
+    began = time.perf_counter()
+    result = function()
+    jax.block_until_ready(jax.tree.leaves(result))
+    return result, time.perf_counter() - began
+
+
+def solve_options(problem):
+    if problem.closed_form:
+        return {"solver": diffrax.Kvaerno5()}
+    return {"solver": diffrax.Kvaerno3(), "rtol": 1e-5, "atol": 1e-7}
+
+
+def measure(args, attention: str, m0, ts) -> str:
+    """One row of the table: the flow's first call and run, its stiffness, and the PGD baseline."""
+    problem = slr.Problem(args.d, args.L, args.lam, eps=0.0, attention=attention)
+    options = solve_options(problem)
+    _, first = timed(lambda: slr.solve_flow(problem, m0, ts, **options).ys)
+    solved, run = timed(lambda: slr.solve_flow(problem, m0, ts, **options))
+    states = np.asarray(solved.ys).reshape(-1, 5)
+    states = jnp.asarray(states[np.isfinite(states).all(axis=1)])
+    jacobians = np.asarray(jax.jit(jax.vmap(lambda y: problem.jacobian(0.0, y)))(states))
+    largest = float(np.abs(np.linalg.eigvals(jacobians)).max())
+    step = min(PAPER_STEP, 2.0 / largest)
+    pgd_steps = math.ceil(args.t_max / step)
+
+    def pgd(steps):
+        return slr.run_sgd(
+            problem, 1, init="sphere", lr=step, steps=steps, log_every=steps, seeds=args.batch, mode="population"
+        ).ys
+
+    timed(lambda: pgd(args.pgd_steps))  # compile
+    _, pgd_time = timed(lambda: pgd(args.pgd_steps))
+    per_step = pgd_time / args.pgd_steps
+    baseline = per_step * pgd_steps
+    rule = "closed form" if problem.closed_form else problem.rule.name
+    cells = [attention, rule, f"{first:.1f}", f"{run:.1f}", int(np.max(solved.num_steps)), f"{largest:.3g}"]
+    cells += [f"{step:.3g}", pgd_steps, f"{per_step:.3g}", f"{baseline:.1f}", f"{baseline / run:.1f}x"]
+    return " | ".join(map(str, cells))
+
+
+def main():
+    args = parse_args()
+    if args.quick:
+        args.d, args.L, args.batch, args.t_max, args.pgd_steps = 80, 3, 8, 10.0, 50
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()}")
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform}; d = {args.d}, L = {args.L}, lam = {args.lam}, ")
+    print(f"B = {args.batch} sphere starts, t = {args.t_max:g}\n")
+    m0 = slr.initial_overlaps(jax.random.key(0), args.d, args.batch, "sphere")
+    ts = np.linspace(0.0, args.t_max, 101)
+    header = "map | rule | flow: first call (s) | run (s) | steps (max) | max abs eig J | PGD step a | PGD steps "
+    print(header + "| PGD s/step | PGD to t (s, extrapolated) | ratio")
+    for attention in args.maps:
+        print(measure(args, attention, m0, ts), flush=True)
+
+
+if __name__ == "__main__":
+    main()
