@@ -4,7 +4,6 @@ in this process, its table and figure checked, its numbers against the task's ow
 import csv
 import math
 
-import numpy as np
 import pytest
 
 from flowsim import slr

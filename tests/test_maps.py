@@ -154,3 +154,34 @@ def test_m_is_invariant_under_every_maps_flow(attention):
     assert slr.distance_to_manifold(ys).max() == 0.0 and np.abs(ys[:, -1, :2] - starts[:, :2]).max() > 1e-2
     on_m = problem.restriction()
     np.testing.assert_array_equal(on_m.vector_field(0.0, starts[:, :2]), problem.vector_field(0.0, starts)[:, :2])
+
+
+def test_only_erf_has_the_sign_symmetry():
+    """erf is odd, so (k, v) -> (-k, -v) leaves the risk unchanged; softmax, linear and softplus weights are
+    not: the risk at -(k*, v*) differs, and the task declares the identity as its only symmetry."""
+    flipped = -slr.ORACLE
+    for attention in ATTENTION_MAPS:
+        problem = slr.Problem(20, 3, 1.0, 1.0, 0.1, attention)
+        same = float(slr.population_risk(problem, flipped)) == pytest.approx(float(slr.oracle_risk(problem)))
+        assert same == (attention == "erf") == (len(problem.symmetries) == 2)
+
+
+def test_the_fixed_points_on_m_of_each_map():
+    """The engine's fixed points of each map's flow on M (d = 20, L = 3, lam = 1, gamma = 1, eps = 0.1),
+    found by Newton from a lattice and classified by the Jacobian: what docs/science.md section 7 reports.
+    erf: sinks +-(1, 1), saddle (0, 0). softmax and softplus: (1, 1) the only sink, (-1, -1) a saddle. linear:
+    (k*, v*) is a saddle (risk 15.01); its sinks are (0, 1) and (-sqrt(0.4), -1), both at risk 5.01."""
+
+    def found(attention):
+        points = slr.fixed_points_on_manifold(slr.Problem(20, 3, 1.0, 1.0, 0.1, attention))
+        return {tuple(np.round(point.point, 4)): (point.kind, round(point.value, 2)) for point in points}
+
+    erf = found("erf")
+    assert erf[1.0, 1.0][0] == erf[-1.0, -1.0][0] == "sink" and erf[0.0, 0.0][0] == "saddle"
+    for attention in ("softmax", "softplus"):
+        points = found(attention)
+        assert [p for p, (kind, _) in points.items() if kind == "sink"] == [(1.0, 1.0)]
+        assert points[-1.0, -1.0][0] == "saddle"
+    linear = found("linear")
+    assert linear[1.0, 1.0] == ("saddle", 15.01)
+    assert linear[0.0, 1.0] == ("sink", 5.01) and linear[-0.6325, -1.0] == ("sink", 5.01)

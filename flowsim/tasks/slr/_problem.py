@@ -73,7 +73,6 @@ class _Parameters(AbstractTask):
     parameters: ClassVar = PARAMETERS
     scheduled: ClassVar = "lam"
     targets: ClassVar = ORACLE[None]
-    target_label: ClassVar = "+-(k*, v*)"
     state_labels: ClassVar = SYMBOLS
     state_symbols: ClassVar = _SHORT
 
@@ -91,6 +90,23 @@ class _Parameters(AbstractTask):
         check_choice("Problem.attention", self.attention, ATTENTION_MAPS)
         if self.rule is not None:
             check_rule(self.rule, self.L)
+
+    @property
+    def odd(self) -> bool:
+        """Whether (k, v) -> (-k, -v) leaves the predictor unchanged: erf is odd; softmax, linear and
+        softplus weights are not (w(-x) != w(x)), so for them (k*, v*) and (-k*, -v*) differ."""
+        return self.attention == "erf"
+
+    @property
+    def symmetries(self) -> np.ndarray:
+        """The identity and, for erf, (k, v) -> (-k, -v): the signs of kappa, nu, theta and eta flip."""
+        flip = np.ones((1, self.dimension)) * np.where(np.arange(self.dimension) < 4, -1.0, 1.0)
+        identity = np.ones((1, self.dimension))
+        return np.concatenate([identity, flip]) if self.odd else identity
+
+    @property
+    def target_label(self) -> str:
+        return "+-(k*, v*)" if self.odd else "(k*, v*)"
 
     @property
     def closed_form(self) -> bool:
@@ -142,9 +158,7 @@ class Problem(_Parameters):
 
     state_names: ClassVar = OVERLAP_NAMES
     initialisations: ClassVar = INITIALISATIONS
-    #: (k, v) -> (-k, -v) leaves the predictor unchanged: it flips the signs of kappa, nu, theta and eta.
-    symmetries: ClassVar = np.array([[1.0, 1.0, 1.0, 1.0, 1.0], [-1.0, -1.0, -1.0, -1.0, 1.0]])
-    approach_text: ClassVar = "near M, |nu| ~ 1, sign(kappa) = sign(nu), |kappa| still rising"
+    approach_text: ClassVar = "erf only: near M, |nu| ~ 1, sign(kappa) = sign(nu), |kappa| still rising"
     name: ClassVar = "single-location regression"
     title: ClassVar = "Single-location regression"
     observables: ClassVar = {
@@ -201,7 +215,10 @@ class Problem(_Parameters):
 
     def approaching(self, ys, velocity, tol):
         """On M (to tol) with |nu| >= 1 - tol, sign(kappa) = sign(nu) and kappa moving towards +-1:
-        the edge nu = +-1 of M leads to the sink, where kappa converges slowly (docs/science.md section 5)."""
+        the edge nu = +-1 of M leads to the sink, where kappa converges slowly (docs/science.md section 5).
+        Shown for erf only: the other maps' flows on M have other fixed points (section 7)."""
+        if not self.odd:
+            return super().approaching(ys, velocity, tol)
         kappa, nu = ys[:, 0], ys[:, 1]
         return (
             (np.linalg.norm(ys[:, 2:], axis=-1) <= tol)
@@ -232,7 +249,6 @@ class ProblemOnManifold(_Parameters):
 
     state_names: ClassVar = OVERLAP_NAMES[:2]
     initialisations: ClassVar = ("manifold",)
-    symmetries: ClassVar = np.array([[1.0, 1.0], [-1.0, -1.0]])
     targets: ClassVar = ORACLE[None, :2]
     name: ClassVar = "flow on M"
     title: ClassVar = "Flow on M ($\\theta = \\eta = \\rho = 0$)"
