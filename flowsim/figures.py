@@ -119,8 +119,16 @@ def _draw_streamlines(ax, planar, grid: int) -> None:
     )
 
 
-#: The planar field on a grid of points (rows, columns, 2): one compilation per grid shape.
-_field_on_grid = jax.vmap(jax.vmap(task_vector_field, (None, 0, None)), (None, 0, None))
+#: Grid points whose field is evaluated at once: a task whose field takes an expectation by a rule holds
+#: arrays of the rule's size per point (a 400 x 400 grid at once would need tens of GB).
+_GRID_CHUNK = 256
+
+
+def _field_on_grid(t, points, task):
+    """The planar field on a grid of points (rows, columns, 2), in chunks: one compilation per grid shape."""
+    flat = points.reshape(-1, points.shape[-1])
+    values = jax.lax.map(lambda y: task_vector_field(t, y, task), flat, batch_size=_GRID_CHUNK)
+    return values.reshape(points.shape)
 
 
 def _velocity(planar, x, y) -> np.ndarray:

@@ -44,6 +44,9 @@ def distance_to_manifold(m) -> np.ndarray:
     return np.linalg.norm(np.asarray(m)[..., 2:], axis=-1)
 
 
+#: Overlap points evaluated at once by a rule (`Problem._by_rule`).
+_RULE_CHUNK = 256
+
 #: The parameters with their allowed values (the command line's options reuse them).
 PARAMETERS = (
     Parameter("d", int, "token dimension d", at_least(2), "$d$"),
@@ -171,17 +174,28 @@ class Problem(_Parameters):
         """d/dt of the five overlaps under the projected gradient flow (docs/science.md section 5)."""
         if self.closed_form:
             return self._call(generated.flow, t, *jnp.moveaxis(y, -1, 0))
-        return self._by_rule(rule_flow, t, y, "(5)->(5)")
+        return self._by_rule(rule_flow, t, y)
 
     def risk(self, t, y):
         """The full population risk E[(Y - T)^2] at overlaps y."""
         if self.closed_form:
             return self._call(generated.risk, t, *jnp.moveaxis(y, -1, 0))
-        return self._by_rule(rule_risk, t, y, "(5)->()")
+        return self._by_rule(rule_risk, t, y)
 
-    def _by_rule(self, function, t, y, signature):
-        """`rule_flow` or `rule_risk` at overlaps y of any leading shape."""
-        return jnp.vectorize(lambda point: function(self, point, self.rule, t), signature=signature)(y)
+    def _by_rule(self, function, t, y):
+        """`rule_flow` or `rule_risk` at overlaps y of any leading shape.
+
+        Many points at once (a portrait's grid) go in chunks of `_RULE_CHUNK`: each point holds arrays
+        of the rule's size, and a 400 x 400 grid at 2^14 points would need tens of GB at once.
+        """
+
+        def at(point):
+            return function(self, point, self.rule, t)
+
+        if y.ndim == 1:
+            return at(y)
+        values = jax.lax.map(at, y.reshape(-1, 5), batch_size=_RULE_CHUNK)
+        return values.reshape(*y.shape[:-1], *values.shape[1:])
 
     def jacobian(self, t, y):
         if self.closed_form:

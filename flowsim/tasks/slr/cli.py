@@ -205,7 +205,14 @@ def _advantage_options(parser) -> None:
     option(parser, "--t-max", float, 100.0, "horizon of the flow and of SGD (t = lr * step)", POSITIVE)
     option(parser, "--lr", float, 0.01, "SGD step size", POSITIVE)
     option(parser, "--batch", int, 5, "SGD samples per step", at_least(1))
-    option(parser, "--rule-points", int, 2**12, "Sobol' points of the rule over the L scores for L > 4 (a power of 2)", _POWER)
+    option(
+        parser,
+        "--rule-points",
+        int,
+        2**12,
+        "Sobol' points of the rule over the L scores for L > 4 (a power of 2)",
+        _POWER,
+    )
     option(parser, "--bayes-samples", int, 100_000, "Monte Carlo samples of the Bayes risk", at_least(2))
     parser.add_argument("--quick", action="store_true", help="3 values of lam, 16 starts, t-max 30")
 
