@@ -44,11 +44,24 @@ def _check_ode_vs_sgd(values):
     assert values["chain_deviation_small_lr"] < values["chain_deviation_large_lr"]
 
 
+def _check_attention_maps(values):
+    # With gamma = 1, softmax attention at (k*, v*) and lam = sqrt(d/2) is the Bayes predictor: 4 standard errors.
+    assert abs(values["softmax_risk_at_s"] - values["bayes_risk"]) < 4 * values["bayes_risk_stderr"]
+    assert values["linear_risk_at_s"] > 1000 * values["bayes_risk"]
+    assert values["distance_to_M_from_M"] == 0.0  # M is invariant under softmax's flow, exactly
+    assert values["largest_end_distance_to_oracle"] < 2e-3  # every start reaches (k*, v*)
+    # What training reaches: softmax the Bayes risk (4 standard errors), linear attention ten times more.
+    difference = abs(values["advantage_softmax_best"] - values["advantage_bayes_risk"])
+    assert difference < 4 * values["advantage_bayes_stderr"]
+    assert values["advantage_linear_best"] > 10 * values["advantage_softmax_best"]
+
+
 CHECKS = {
     "01_task": _check_task,
     "02_derivation": _check_derivation,
     "03_phase_portraits": _check_phase_portraits,
     "04_ode_vs_sgd": _check_ode_vs_sgd,
+    "05_attention_maps": _check_attention_maps,
 }
 
 
