@@ -130,6 +130,14 @@ class AbstractTask(eqx.Module):
         """The default step budget of a solve of the flow (a stiff task needs more)."""
         return 100_000
 
+    def flow_solver(self) -> dict:
+        """Default solver options of a solve of the flow (`solve_flow`), which the caller's override.
+
+        Default: none (the engine's Tsit5 at its tight tolerances). A task whose field is approximate or
+        costly (an expectation by a rule, say) may name an implicit solver and tolerances matched to it.
+        """
+        return {}
+
     # --- the state space ----------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -355,14 +355,14 @@ def solve_flow(task, y0, ts, **options) -> Trajectories:
     - `y0`: initial states, shape (n,) or (batch, n). Rows that are not states of the task
       (`task.unrealizable`) are reported, not solved.
     - `ts`: increasing times at which to save; the flow starts at ts[0].
-    - `options`: passed to `integrate` (solver, rtol, atol, max_steps (default:
-      `task.flow_max_steps()`), steady_state_tol, progress).
+    - `options`: passed to `integrate` (solver, rtol, atol, max_steps, steady_state_tol, progress);
+      defaults: `task.flow_solver()` and max_steps = `task.flow_max_steps()`.
 
     **Returns:** a `Trajectories` with the risk along the way in `observed` and a status per
     trajectory (see `failures()`).
     """
     y0, valid, reasons = check_states(task, y0)
-    options.setdefault("max_steps", task.flow_max_steps())
+    options = {"max_steps": task.flow_max_steps(), **task.flow_solver(), **options}
     try:
         return integrate(
             task_vector_field, y0, ts, task, observe=task_risk, valid=valid, invalid_reasons=reasons, **options

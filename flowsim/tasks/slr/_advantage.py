@@ -10,7 +10,6 @@ import math
 import time
 from collections.abc import Callable
 
-import diffrax
 import equinox as eqx
 import jax
 import numpy as np
@@ -31,10 +30,6 @@ __all__ = ["DEFAULT_LAMS", "Advantage", "advantage_figure", "statistical_advanta
 
 #: The default inverse temperatures: a decade and a half around the Bayes temperature s = sqrt(d/2) = 6.3 at d = 80.
 DEFAULT_LAMS = (0.25, 0.5, 1.0, 2.0, 4.0, math.sqrt(40.0), 8.0)
-#: The implicit solver and tolerances of the rule maps' flows: the flow is stiff off M (curvature ~ d
-#: along theta), and at rtol 1e-5 the end points are within 4e-6 of a 1e-8 solve (BENCHMARKS.md), far
-#: below the rule's own error; erf's closed form takes the engine's defaults.
-_RULE_SOLVE = {"solver": diffrax.Kvaerno3(), "rtol": 1e-5, "atol": 1e-7}
 
 
 class Advantage(eqx.Module):
@@ -147,7 +142,7 @@ def statistical_advantage(
         for j, lam in enumerate(lams):
             problem = Problem(d, L, float(lam), gamma, eps, name, None if name == "erf" else rule)
             rule_name = problem.rule.name if problem.rule is not None else rule_name
-            solved = solve_flow(problem, m0, np.array([0.0, t_max]), **({} if problem.closed_form else _RULE_SOLVE))
+            solved = solve_flow(problem, m0, np.array([0.0, t_max]))  # the task's solver (`Problem.flow_solver`)
             flow_risk[i, j], flow_status[i, j] = np.asarray(solved.observed[:, -1]), np.asarray(solved.status)
             run = run_sgd(
                 problem, key_sgd, init="sphere", lr=lr, steps=steps, batch=batch, log_every=steps, seeds=starts,
