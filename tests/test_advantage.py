@@ -9,11 +9,12 @@ import pytest
 from flowsim import slr
 from flowsim.cli import main
 
-#: d = 20, L = 3 (a Gauss-Hermite product rule of 512 points), two values of lam (0.5 and the Bayes
-#: temperature s = sqrt(10)), 4 starts and seeds, t = 20 (SGD: 400 steps of 0.05).
-D, L, LAMS = 20, 3, (0.5, math.sqrt(10))
+#: d = 20, L = 3 (the default rule: Gauss-Hermite of order 16), two values of lam (0.5 and the Bayes
+#: temperature s = sqrt(10)), 4 starts and seeds, t = 20 (SGD: 400 steps of 0.05), softmax against linear
+#: attention (each map compiles its flow and its chain: the four maps are compared in notebook 5).
+D, L, LAMS, MAPS = 20, 3, (0.5, math.sqrt(10)), ("softmax", "linear")
 ARGUMENTS = f"advantage --d {D} --L {L} --lams {','.join(map(str, LAMS))} --starts 4 --t-max 20 --lr 0.05"
-ARGUMENTS += " --bayes-samples 20000"
+ARGUMENTS += f" --bayes-samples 20000 --maps {' '.join(MAPS)}"
 
 
 @pytest.fixture(scope="module")
@@ -28,24 +29,22 @@ def run(tmp_path_factory):
 def test_the_command_writes_the_table_and_the_figure(run):
     status, folder, rows = run
     assert status == 0
-    assert [(row["attention"], float(row["lam"])) for row in rows] == [
-        (a, lam) for a in slr.ATTENTION_MAPS for lam in LAMS
-    ]
+    assert [(row["attention"], float(row["lam"])) for row in rows] == [(a, lam) for a in MAPS for lam in LAMS]
     for stem in ("advantage.png", "advantage.pdf", "run.json"):
         assert (folder / stem).stat().st_size > 1000
 
 
-def test_softmax_reaches_the_lowest_risk_and_the_bayes_risk_at_the_bayes_temperature(run):
-    """What the experiment shows, on its reduced version: at every lam softmax ends lowest of the four maps;
+def test_softmax_reaches_the_bayes_risk_at_the_bayes_temperature(run):
+    """What the experiment shows, on its reduced version: at every lam softmax ends below linear attention;
     at lam = s its flow ends within 5 % of its oracle risk, which is the Bayes risk (within 4 standard
-    errors of the Monte Carlo estimate: gamma = 1); linear attention ends above 10 times higher."""
+    errors of the Monte Carlo estimate: gamma = 1), and linear attention ends above 10 times higher."""
     _, _, rows = run
     table = {
         (row["attention"], float(row["lam"])): {k: float(v) for k, v in row.items() if k != "attention"} for row in rows
     }
     for lam in LAMS:
         softmax = table["softmax", lam]["flow_median"]
-        assert all(softmax < table[other, lam]["flow_median"] for other in ("erf", "linear", "softplus"))
+        assert softmax < table["linear", lam]["flow_median"]
     at_s = table["softmax", LAMS[1]]
     assert at_s["flow_median"] == pytest.approx(at_s["oracle"], rel=0.05)
     assert table["linear", LAMS[1]]["flow_median"] > 10 * at_s["flow_median"]

@@ -7,6 +7,7 @@ for softmax at the Bayes temperature (section 7).
 
 import math
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -148,7 +149,8 @@ def test_m_is_invariant_under_every_maps_flow(attention):
     to M is the full flow's (kappa, nu) there."""
     problem = slr.Problem(20, 3, 0.5, 0.7, 0.1, attention, quadrature.gauss_hermite(3, 6))
     starts = np.array([[0.3, 0.5, 0.0, 0.0, 0.0], [-0.7, 0.2, 0.0, 0.0, 0.0]])
-    solved = slr.solve_flow(problem, starts, np.linspace(0.0, 2.0, 5))
+    # Tsit5: on M at d = 20 the flow is not stiff, and it compiles faster than the task's Kvaerno3.
+    solved = slr.solve_flow(problem, starts, np.linspace(0.0, 2.0, 5), solver=diffrax.Tsit5())
     assert not solved.failures()
     ys = np.asarray(solved.ys)
     assert slr.distance_to_manifold(ys).max() == 0.0 and np.abs(ys[:, -1, :2] - starts[:, :2]).max() > 1e-2

@@ -1,0 +1,146 @@
+"""The critical sample size m*(T): the smallest m at which at least half of the runs learn the target.
+
+A run succeeds when its validation accuracy on fresh samples reaches `SUCCESS_ACCURACY`. The search does
+not train every m of a fine grid: a first round spreads `candidates` sample sizes geometrically over
+[m_low, m_high], and each further round puts `candidates` new sizes evenly inside the bracket between the
+largest size that failed and the smallest that succeeded (success rate >= 1/2), until the bracket is one
+sample wide or the rounds are spent. Every round trains seeds x candidates models in one compiled program
+(`train`, training sets padded to m_high). The interval is a bootstrap over seeds.
+"""
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from flowsim._checks import as_key, check_count
+from flowsim.tasks.sparse._data import SparseTarget, evaluate_target, sample_bits, training_set
+from flowsim.tasks.sparse._limits import information_limit
+from flowsim.tasks.sparse._train import LEARNERS, train
+
+__all__ = ["SUCCESS_ACCURACY", "CriticalSize", "critical_sample_size", "success_rates"]
+
+#: The validation accuracy a run must reach to count as a success.
+SUCCESS_ACCURACY = 0.99
+
+
+class CriticalSize(eqx.Module):
+    """The result of `critical_sample_size`.
+
+    **Fields:** `T`, `learner`; `m` (the sample sizes trained, sorted, (sizes,)); `success` ((sizes, seeds),
+    validation accuracy >= `SUCCESS_ACCURACY`); `accuracy` and `mass` (validation accuracy and final
+    attention mass on the support, (sizes, seeds)); `critical` (m*: the smallest m whose success rate is
+    >= 1/2; inf if none); `interval` (a 95 % bootstrap interval of m* over seeds).
+    """
+
+    T: int
+    learner: str
+    m: np.ndarray
+    success: np.ndarray
+    accuracy: np.ndarray
+    mass: np.ndarray
+    critical: float
+    interval: tuple[float, float]
+
+
+def success_rates(success: np.ndarray) -> np.ndarray:
+    """The share of successful seeds at each sample size, (sizes,)."""
+    return np.asarray(success, float).mean(axis=-1)
+
+
+def _critical(m: np.ndarray, success: np.ndarray) -> float:
+    rates = success_rates(success)
+    passed = np.flatnonzero(rates >= 0.5)
+    return float(m[passed[0]]) if len(passed) else math.inf
+
+
+def critical_sample_size(
+    target: SparseTarget,
+    key,
+    *,
+    learner: str = "head",
+    seeds: int = 8,
+    m_low: int | None = None,
+    m_high: int | None = None,
+    candidates: int = 6,
+    rounds: int = 3,
+    n_validation: int = 2000,
+    bootstrap: int = 1000,
+    **training,
+) -> CriticalSize:
+    """The critical sample size of a learner on a sparse target, with a bootstrap interval.
+
+    **Arguments:**
+
+    - `target`: the data model; `key`: a PRNG key or seed (supports, training sets, initialisations).
+    - `learner`: "head" or "mlp"; `seeds`: runs per sample size (each its own support and data).
+    - `m_low`, `m_high`: the search range (default: ceil(log2 C(T, s)) and 8 times that).
+    - `candidates`: sample sizes per round; `rounds`: rounds of the search.
+    - `n_validation`: fresh samples of each run's validation accuracy; `bootstrap`: resamples of seeds.
+    - `training`: passed to `train` (steps, lr, log_every, width, hidden).
+
+    **Returns:** a `CriticalSize`.
+    """
+    if learner not in LEARNERS:
+        raise ValueError(f"learner must be one of {LEARNERS}, got {learner!r}")
+    seeds, candidates, rounds = (
+        check_count(n, v, 1) for n, v in (("seeds", seeds), ("candidates", candidates), ("rounds", rounds))
+    )
+    limit = math.ceil(information_limit(target.T, target.s))
+    m_low = check_count("m_low", limit if m_low is None else m_low, 1)
+    m_high = check_count("m_high", 8 * m_low if m_high is None else m_high, m_low + 1)
+    key = as_key(key)
+    supports = [target.draw_support(k) for k in jax.random.split(jax.random.fold_in(key, 0), seeds)]
+    tried: dict[int, tuple] = {}
+    sizes = np.unique(np.geomspace(m_low, m_high, candidates).round().astype(int))
+    for round_ in range(rounds):
+        results = _train_sizes(
+            target, jax.random.fold_in(key, round_ + 1), learner, supports, sizes, m_high, n_validation, training
+        )
+        tried |= results
+        m = np.array(sorted(tried))
+        success = np.array([tried[size][0] for size in m])
+        rates = success_rates(success)
+        above = np.flatnonzero(rates >= 0.5)
+        if not len(above):
+            break
+        high = m[above[0]]
+        below = m[(m < high)]
+        low = below.max() if len(below) else m_low - 1
+        if high - low <= 1:
+            break
+        sizes = np.setdiff1d(np.unique(np.linspace(low, high, candidates + 2)[1:-1].round().astype(int)), m)
+        if not len(sizes):
+            break
+    m = np.array(sorted(tried))
+    success, accuracy, mass = (np.array([tried[size][i] for size in m]) for i in range(3))
+    rng = np.random.default_rng(int(jax.random.randint(key, (), 0, 2**31 - 1)))
+    draws = [_critical(m, success[:, rng.integers(0, seeds, seeds)]) for _ in range(bootstrap)]
+    interval = tuple(float(q) for q in np.quantile(draws, [0.025, 0.975]))
+    return CriticalSize(target.T, learner, m, success, accuracy, mass, _critical(m, success), interval)
+
+
+def _train_sizes(target, key, learner, supports, sizes, m_high, n_validation, training) -> dict[int, tuple]:
+    """Train seeds x sizes models at once; {m: (success, validation accuracy, attention mass)} per size."""
+    models = [(i, int(m)) for m in sizes for i in range(len(supports))]
+    x = np.zeros((len(models), m_high, target.T))
+    y, mask = np.zeros((len(models), m_high)), np.zeros((len(models), m_high))
+    x_val, y_val = [], []
+    for j, (i, m) in enumerate(models):
+        support, table = supports[i]
+        data_key = jax.random.fold_in(jax.random.fold_in(key, i), m)
+        bits, labels, _ = training_set(target, support, table, data_key, m)
+        x[j, :m], y[j, :m], mask[j, :m] = np.asarray(bits), np.asarray(labels), 1.0
+        fresh = sample_bits(target, jax.random.fold_in(data_key, -1), n_validation)
+        x_val.append(np.asarray(fresh, float))
+        y_val.append(np.asarray(evaluate_target(fresh, support, table), float))
+    support = jnp.stack([supports[i][0] for i, _ in models])
+    run = train(learner, jax.random.fold_in(key, -2), x, y, mask, support, np.stack(x_val), np.stack(y_val), **training)
+    out = {}
+    for k, m in enumerate(sizes):
+        rows = slice(k * len(supports), (k + 1) * len(supports))
+        accuracy = run.validation_accuracy[rows]
+        out[int(m)] = (accuracy >= SUCCESS_ACCURACY, accuracy, run.mass[rows, -1])
+    return out
