@@ -13,6 +13,7 @@ import pytest
 
 import flowsim
 from flowsim import slr
+from flowsim.tasks import sparse
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -41,7 +42,16 @@ def site(tmp_path_factory) -> Path:
 
 
 def test_the_site_builds_with_every_page(site):
-    for page in ("index.html", "science", "architecture", "results", "equations", "api/engine", "api/slr"):
+    for page in (
+        "index.html",
+        "science",
+        "architecture",
+        "results",
+        "equations",
+        "api/engine",
+        "api/slr",
+        "api/sparse",
+    ):
         path = site / page if page.endswith(".html") else site / page / "index.html"
         assert path.is_file(), f"{page} was not built"
 
@@ -66,3 +76,9 @@ def test_the_slr_page_documents_or_links_every_public_name(site):
         if f'id="flowsim.slr.{name}"' not in page and f'href="../engine/#{_anchor(name)}"' not in page
     ]
     assert not missing, f"public names of flowsim.slr missing from docs/api/slr.md: {missing}"
+
+
+def test_the_sparse_page_documents_every_public_name(site):
+    page = (site / "api" / "sparse" / "index.html").read_text()
+    missing = [name for name in sparse.__all__ if f'id="flowsim.tasks.sparse.{name}"' not in page]
+    assert not missing, f"public names of flowsim.tasks.sparse missing from docs/api/sparse.md: {missing}"

@@ -3,10 +3,12 @@
 A label that depends on s of T input bits; one attention head can select them, and the samples needed to
 learn the target should grow like log T. This package holds the data model (`SparseTarget`: bits, hidden
 supports, labels, training sets redrawn until they identify the target), what any learner needs (the
-information limit, ERM identifiability) and what one head can represent (the constructed head, the softmax
-Lipschitz lemma).
+information limit, ERM identifiability), what one head can represent (the constructed head, the softmax
+Lipschitz lemma), the learners (`AttentionHead` read out from a [CLS] query, `BitsMLP`), their training
+(full-batch Adam, vmapped over models) and the critical sample size m*(T) (`critical_sample_size`).
 """
 
+from flowsim.tasks.sparse._critical import SUCCESS_ACCURACY, CriticalSize, critical_sample_size, success_rates
 from flowsim.tasks.sparse._data import (
     FUNCTIONS,
     SparseTarget,
@@ -23,12 +25,21 @@ from flowsim.tasks.sparse._limits import (
     required_score,
     softmax_lipschitz_gap,
 )
+from flowsim.tasks.sparse._model import AttentionHead, BitsMLP
+from flowsim.tasks.sparse._train import LEARNERS, TrainingRun, train
 
 __all__ = [
     "FUNCTIONS",
+    "LEARNERS",
+    "SUCCESS_ACCURACY",
+    "AttentionHead",
+    "BitsMLP",
+    "CriticalSize",
     "SparseTarget",
+    "TrainingRun",
     "constructed_head_predict",
     "constructed_mass_off_support",
+    "critical_sample_size",
     "erm_identifiability",
     "evaluate_target",
     "identifies",
@@ -36,5 +47,7 @@ __all__ = [
     "required_score",
     "sample_bits",
     "softmax_lipschitz_gap",
+    "success_rates",
+    "train",
     "training_set",
 ]

@@ -130,14 +130,16 @@ def _train_sizes(target, key, learner, supports, sizes, m_high, n_validation, tr
     x_val, y_val = [], []
     for j, (i, m) in enumerate(models):
         support, table = supports[i]
-        data_key = jax.random.fold_in(jax.random.fold_in(key, i), m)
+        data_key, validation_key = jax.random.split(jax.random.fold_in(jax.random.fold_in(key, i), m))
         bits, labels, _ = training_set(target, support, table, data_key, m)
         x[j, :m], y[j, :m], mask[j, :m] = np.asarray(bits), np.asarray(labels), 1.0
-        fresh = sample_bits(target, jax.random.fold_in(data_key, -1), n_validation)
+        fresh = sample_bits(target, validation_key, n_validation)
         x_val.append(np.asarray(fresh, float))
         y_val.append(np.asarray(evaluate_target(fresh, support, table), float))
     support = jnp.stack([supports[i][0] for i, _ in models])
-    run = train(learner, jax.random.fold_in(key, -2), x, y, mask, support, np.stack(x_val), np.stack(y_val), **training)
+    run = train(
+        learner, jax.random.fold_in(key, 2**31), x, y, mask, support, np.stack(x_val), np.stack(y_val), **training
+    )
     out = {}
     for k, m in enumerate(sizes):
         rows = slice(k * len(supports), (k + 1) * len(supports))
