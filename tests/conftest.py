@@ -13,7 +13,15 @@ def key():
 
 #: The longest test files (about a minute each on 2 cores), started first (pyproject.toml keeps
 #: pytest-xdist to this order) so that neither worker ends the session running one of them alone.
-LONGEST_FIRST = ("test_notebooks.py", "test_cli.py", "test_overlap_sgd.py", "test_compare.py", "test_plots.py")
+LONGEST_FIRST = (
+    "test_notebooks.py",
+    "test_cli.py",
+    "test_overlap_sgd.py",
+    "test_sparse.py",
+    "test_maps.py",
+    "test_compare.py",
+    "test_plots.py",
+)
 
 
 def pytest_collection_modifyitems(items):

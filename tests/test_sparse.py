@@ -184,6 +184,30 @@ def test_the_reduced_sweep_lies_above_the_erm_limit():
         erm = np.median(sparse.erm_identifiability(target, 1, trials=100))
         assert result.critical >= erm, (T, result.critical, erm)
         assert result.interval[0] <= result.critical <= result.interval[1]
-        assert result.success.shape == (len(result.m), 4)
+        assert result.success.shape == (len(result.m), 4) and result.mass.shape == (len(result.m), 4, 5)
         found[T] = result.critical
     assert found[16] <= found[64]
+
+
+def test_the_fits_recover_their_law():
+    """On m = 5 + 4.3 ln T the log fit is exact (R^2 = 1, a and b recovered to 1e-10) and the linear one is
+    worse; on m = 2 T^0.5 the power fit is exact."""
+    T = np.array([16, 32, 64, 128, 256, 512, 1024, 2048])
+    fits = sparse.fit_scaling(T, 5 + 4.3 * np.log(T))
+    assert fits["log"].r2 == pytest.approx(1.0, abs=1e-12) and fits["log"].b == pytest.approx(4.3, abs=1e-10)
+    assert fits["linear"].r2 < 0.9 and np.abs(fits["log"].residuals).max() < 1e-9
+    power = sparse.fit_scaling(T, 2 * np.sqrt(T))["power"]
+    assert (power.a, power.b, power.r2) == pytest.approx((2.0, 0.5, 1.0), abs=1e-10)
+    with pytest.raises(ValueError, match="at least 3 finite values"):
+        sparse.fit_scaling(T[:3], [1.0, np.inf, 3.0])
+
+
+def test_the_sweep_command(tmp_path):
+    """`flowsim sparse sweep`, tiny: three T, 2 seeds, one round; its table, fits and figure are written."""
+    from flowsim.cli import main
+
+    arguments = "sparse sweep --Ts 16,32,64 --seeds 2 --candidates 3 --rounds 1 --steps 300 --erm-trials 20"
+    assert main([*arguments.split(), "--out", str(tmp_path / "out")]) == 0
+    table = (tmp_path / "out" / "critical.csv").read_text().splitlines()
+    assert table[0].startswith("learner,T,critical_m") and len(table) == 4
+    assert (tmp_path / "out" / "sweep.png").stat().st_size > 1000

@@ -165,6 +165,11 @@ class Problem(_Parameters):
     - `gamma`: standard deviation of the informative token, finite and > 0
       (default sqrt(1/2): the informative token then has the same expected norm).
     - `eps`: standard deviation of the label noise, finite and >= 0 (default 0).
+    - `attention`: the weight map, one of `ATTENTION_MAPS` (docs/science.md section 7): "erf" (default, the
+      paper's, closed forms), "softmax", "linear" or "softplus" (risk and flow by a rule over the L scores).
+    - `rule`: the `flowsim.quadrature.GaussianRule` of dimension L that takes the risk's expectation
+      (default for every map but erf: `flowsim.quadrature.default_rule(L)`; given for erf, the closed form
+      is replaced by the rule, to measure its error).
     """
 
     state_names: ClassVar = OVERLAP_NAMES

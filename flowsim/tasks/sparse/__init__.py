@@ -26,28 +26,46 @@ from flowsim.tasks.sparse._limits import (
     softmax_lipschitz_gap,
 )
 from flowsim.tasks.sparse._model import AttentionHead, BitsMLP
+from flowsim.tasks.sparse._sweep import (
+    DEFAULT_TS,
+    PAPER_POINTS,
+    Fit,
+    Sweep,
+    fit_scaling,
+    sweep,
+    sweep_figure,
+    sweep_table,
+)
 from flowsim.tasks.sparse._train import LEARNERS, TrainingRun, train
 
 __all__ = [
+    "DEFAULT_TS",
     "FUNCTIONS",
     "LEARNERS",
+    "PAPER_POINTS",
     "SUCCESS_ACCURACY",
     "AttentionHead",
     "BitsMLP",
     "CriticalSize",
+    "Fit",
     "SparseTarget",
+    "Sweep",
     "TrainingRun",
     "constructed_head_predict",
     "constructed_mass_off_support",
     "critical_sample_size",
     "erm_identifiability",
     "evaluate_target",
+    "fit_scaling",
     "identifies",
     "information_limit",
     "required_score",
     "sample_bits",
     "softmax_lipschitz_gap",
     "success_rates",
+    "sweep",
+    "sweep_figure",
+    "sweep_table",
     "train",
     "training_set",
 ]

@@ -30,9 +30,10 @@ class CriticalSize(eqx.Module):
     """The result of `critical_sample_size`.
 
     **Fields:** `T`, `learner`; `m` (the sample sizes trained, sorted, (sizes,)); `success` ((sizes, seeds),
-    validation accuracy >= `SUCCESS_ACCURACY`); `accuracy` and `mass` (validation accuracy and final
-    attention mass on the support, (sizes, seeds)); `critical` (m*: the smallest m whose success rate is
-    >= 1/2; inf if none); `interval` (a 95 % bootstrap interval of m* over seeds).
+    validation accuracy >= `SUCCESS_ACCURACY`); `accuracy` (validation accuracy, (sizes, seeds)); `mass`
+    (the attention mass on the support over training, (sizes, seeds, logs), NaN for the MLP) at the logged
+    `steps`; `critical` (m*: the smallest m whose success rate is >= 1/2; inf if none); `interval` (a 95 %
+    bootstrap interval of m* over seeds).
     """
 
     T: int
@@ -41,6 +42,7 @@ class CriticalSize(eqx.Module):
     success: np.ndarray
     accuracy: np.ndarray
     mass: np.ndarray
+    steps: np.ndarray
     critical: float
     interval: tuple[float, float]
 
@@ -116,14 +118,15 @@ def critical_sample_size(
             break
     m = np.array(sorted(tried))
     success, accuracy, mass = (np.array([tried[size][i] for size in m]) for i in range(3))
+    steps = tried[int(m[0])][3]
     rng = np.random.default_rng(int(jax.random.randint(key, (), 0, 2**31 - 1)))
     draws = [_critical(m, success[:, rng.integers(0, seeds, seeds)]) for _ in range(bootstrap)]
     interval = tuple(float(q) for q in np.quantile(draws, [0.025, 0.975]))
-    return CriticalSize(target.T, learner, m, success, accuracy, mass, _critical(m, success), interval)
+    return CriticalSize(target.T, learner, m, success, accuracy, mass, steps, _critical(m, success), interval)
 
 
 def _train_sizes(target, key, learner, supports, sizes, m_high, n_validation, training) -> dict[int, tuple]:
-    """Train seeds x sizes models at once; {m: (success, validation accuracy, attention mass)} per size."""
+    """Train seeds x sizes models at once; {m: (success, validation accuracy, attention mass log, steps)}."""
     models = [(i, int(m)) for m in sizes for i in range(len(supports))]
     x = np.zeros((len(models), m_high, target.T))
     y, mask = np.zeros((len(models), m_high)), np.zeros((len(models), m_high))
@@ -144,5 +147,5 @@ def _train_sizes(target, key, learner, supports, sizes, m_high, n_validation, tr
     for k, m in enumerate(sizes):
         rows = slice(k * len(supports), (k + 1) * len(supports))
         accuracy = run.validation_accuracy[rows]
-        out[int(m)] = (accuracy >= SUCCESS_ACCURACY, accuracy, run.mass[rows, -1])
+        out[int(m)] = (accuracy >= SUCCESS_ACCURACY, accuracy, run.mass[rows], run.steps)
     return out

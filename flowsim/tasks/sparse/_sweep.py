@@ -1,0 +1,191 @@
+"""The scaling law: the critical sample size m*(T) over a range of T, against the limits and three fits.
+
+For each T: m*(T) of the attention head (and of the MLP on the bits, for contrast) with bootstrap
+intervals, the information limit log2 C(T, s) and the median ERM identifiability m_50%. Then m* is fitted
+against ln T, T and a power of T, each with its R^2 and residuals, reported side by side: over a decade
+of T the three are hard to tell apart, over two decades or more they are not.
+"""
+
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from flowsim._checks import as_key, at_least, check_count
+from flowsim.tasks.sparse._critical import critical_sample_size, success_rates
+from flowsim.tasks.sparse._data import SparseTarget
+from flowsim.tasks.sparse._limits import erm_identifiability, information_limit
+from flowsim.tasks.sparse._train import LEARNERS
+
+__all__ = ["DEFAULT_TS", "PAPER_POINTS", "Fit", "Sweep", "fit_scaling", "sweep", "sweep_figure", "sweep_table"]
+
+#: The default input lengths: 16 to 2048, two decades and more.
+DEFAULT_TS = (16, 32, 64, 128, 256, 512, 1024, 2048)
+#: Edelman et al.'s critical sample sizes for the 3-AND, read off their figure by eye (T, m*): about 50 at
+#: T = 100 and about 111 at T = 1000 (a one-layer Transformer; their protocol, not this head's).
+PAPER_POINTS = ((100, 50.0), (1000, 111.0))
+
+
+class Fit(NamedTuple):
+    """A fit of m* against T: its law, parameters (a, b), R^2 on the m* scale and residuals m* - fitted."""
+
+    law: str
+    a: float
+    b: float
+    r2: float
+    residuals: np.ndarray
+
+    def __call__(self, T):
+        T = np.asarray(T, float)
+        if self.law == "a + b ln T":
+            return self.a + self.b * np.log(T)
+        if self.law == "a + b T":
+            return self.a + self.b * T
+        return self.a * T**self.b
+
+
+def fit_scaling(T, m) -> dict[str, Fit]:
+    """Least-squares fits of m* against ln T, T and a power of T (the last on log-log axes).
+
+    **Returns:** {"log": ..., "linear": ..., "power": ...}, each a `Fit` with R^2 = 1 - SS_res / SS_tot on m*.
+    """
+    T, m = np.asarray(T, float), np.asarray(m, float)
+    if len(T) < 3 or not np.isfinite(m).all():
+        raise ValueError(f"fitting needs at least 3 finite values of m*, got {m.tolist()}")
+
+    def r2(fitted):
+        return 1.0 - np.sum((m - fitted) ** 2) / np.sum((m - m.mean()) ** 2)
+
+    fits = {}
+    for name, law, x in (("log", "a + b ln T", np.log(T)), ("linear", "a + b T", T)):
+        b, a = np.polyfit(x, m, 1)
+        fits[name] = Fit(law, float(a), float(b), float(r2(a + b * x)), m - (a + b * x))
+    b, log_a = np.polyfit(np.log(T), np.log(m), 1)
+    fitted = np.exp(log_a) * T**b
+    fits["power"] = Fit("a T^b", float(np.exp(log_a)), float(b), float(r2(fitted)), m - fitted)
+    return fits
+
+
+class Sweep(eqx.Module):
+    """The result of `sweep`.
+
+    **Fields:** `Ts`; `s`; `results` ({learner: tuple of `CriticalSize`, one per T}); `erm` (median ERM
+    identifiability per T); `information` (log2 C(T, s) per T); `fits` ({learner: fits of its m*(T)}, only
+    where every m* is finite); `seconds` (per learner).
+    """
+
+    Ts: np.ndarray
+    s: int
+    results: dict
+    erm: np.ndarray
+    information: np.ndarray
+    fits: dict
+    seconds: dict
+
+
+def sweep(
+    key,
+    Ts=DEFAULT_TS,
+    *,
+    s: int = 3,
+    learners: tuple[str, ...] = ("head",),
+    erm_trials: int = 200,
+    log: Callable[[str], None] | None = None,
+    **search,
+) -> Sweep:
+    """m*(T) of each learner over the input lengths, with the limits and the fits.
+
+    **Arguments:**
+
+    - `key`: a PRNG key or seed; `Ts`: the input lengths (each >= s + 1); `s`: the AND's support size.
+    - `learners`: of `LEARNERS`; `erm_trials`: trials of the ERM identifiability at each T.
+    - `log`: called with a line per (learner, T) as it finishes.
+    - `search`: passed to `critical_sample_size` (seeds, candidates, rounds, steps, lr, ...).
+
+    **Returns:** a `Sweep`.
+    """
+    key = as_key(key)
+    s = check_count("s", s, 1)
+    Ts = np.array([at_least(s + 1).check("Ts", T) for T in Ts])
+    for learner in learners:
+        if learner not in LEARNERS:
+            raise ValueError(f"learners must hold names of {LEARNERS}, got {learner!r}")
+    erm = np.array([np.median(erm_identifiability(SparseTarget(int(T), s), key, erm_trials)) for T in Ts])
+    results, seconds, fits = {}, {}, {}
+    for learner in learners:
+        began, found = time.perf_counter(), []
+        for T in Ts:
+            target = SparseTarget(int(T), s)
+            found.append(critical_sample_size(target, jax.random.fold_in(key, int(T)), learner=learner, **search))
+            if log is not None:
+                log(f"{learner}, T = {T}: m* = {found[-1].critical:g} {found[-1].interval}")
+        results[learner], seconds[learner] = tuple(found), time.perf_counter() - began
+        critical = np.array([result.critical for result in found])
+        if len(Ts) >= 3 and np.isfinite(critical).all():
+            fits[learner] = fit_scaling(Ts, critical)
+    information = np.array([information_limit(int(T), s) for T in Ts])
+    return Sweep(Ts, s, results, erm, information, fits, seconds)
+
+
+def sweep_table(result: Sweep) -> dict[str, list]:
+    """One row per learner and T: m*, its interval, the ERM median and the information limit (columns)."""
+    columns: dict[str, list] = {}
+    for learner, found in result.results.items():
+        for T, critical, erm, information in zip(result.Ts, found, result.erm, result.information, strict=True):
+            row = {
+                "learner": learner,
+                "T": int(T),
+                "critical_m": critical.critical,
+                "interval_low": critical.interval[0],
+                "interval_high": critical.interval[1],
+                "erm_median": float(erm),
+                "information_limit": float(information),
+            }
+            for name, value in row.items():
+                columns.setdefault(name, []).append(value)
+    return columns
+
+
+def sweep_figure(result: Sweep):
+    """Three panels: m*(T) with intervals, the limits, the fits and the paper's points; the head's success
+    rate over (T, m); its attention mass on the support over training at the largest m tried, per T.
+
+    **Returns:** a matplotlib Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.2), layout="constrained")
+    ax = axes[0]
+    grid = np.geomspace(result.Ts.min(), result.Ts.max(), 200)
+    for learner, found in result.results.items():
+        critical = np.array([r.critical for r in found])
+        spread = np.array([[c - r.interval[0], r.interval[1] - c] for c, r in zip(critical, found, strict=True)]).T
+        ax.errorbar(result.Ts, critical, yerr=spread, marker="o", capsize=3, label=f"{learner}: m* (95 % bootstrap)")
+        for fit in result.fits.get(learner, {}).values():
+            ax.plot(grid, fit(grid), linestyle="--", linewidth=1, label=f"{learner}: {fit.law}, R² = {fit.r2:.3f}")
+    ax.plot(result.Ts, result.erm, "k^-", label="ERM identifiability (median)")
+    ax.plot(result.Ts, result.information, "k:", label="information limit log2 C(T, s)")
+    ax.plot(*zip(*PAPER_POINTS, strict=True), "s", color="tab:purple", label="Edelman et al., read off their figure")
+    ax.set(xscale="log", xlabel="input length T", ylabel="samples m", title=f"Critical sample size, {result.s}-AND")
+    ax.legend(fontsize=7)
+    if "head" in result.results:
+        found = result.results["head"]
+        sizes = np.unique(np.concatenate([r.m for r in found]))
+        rates = np.full((len(found), len(sizes)), np.nan)
+        for i, r in enumerate(found):
+            rates[i, np.searchsorted(sizes, r.m)] = success_rates(r.success)
+        image = axes[1].imshow(rates.T, origin="lower", aspect="auto", cmap="viridis", vmin=0, vmax=1)
+        axes[1].set_xticks(range(len(found)), [str(int(T)) for T in result.Ts])
+        ticks = np.linspace(0, len(sizes) - 1, min(len(sizes), 8)).round().astype(int)
+        axes[1].set_yticks(ticks, [str(int(sizes[t])) for t in ticks])
+        axes[1].set(xlabel="T", ylabel="m (sizes tried)", title="head: success rate (white: not tried)")
+        fig.colorbar(image, ax=axes[1], label="share of seeds with validation accuracy >= 0.99")
+        for r in found:
+            axes[2].plot(r.steps, np.nanmedian(r.mass[-1], axis=0), label=f"T = {r.T}, m = {int(r.m[-1])}")
+        axes[2].set(xlabel="Adam step", ylabel="attention mass on the support (median over seeds)", ylim=(0, 1))
+        axes[2].set_title("head: attention moving onto the support")
+        axes[2].legend(fontsize=7)
+    return fig
