@@ -121,7 +121,8 @@ def critical_sample_size(
     steps = tried[int(m[0])][3]
     rng = np.random.default_rng(int(jax.random.randint(key, (), 0, 2**31 - 1)))
     draws = [_critical(m, success[:, rng.integers(0, seeds, seeds)]) for _ in range(bootstrap)]
-    interval = tuple(float(q) for q in np.quantile(draws, [0.025, 0.975]))
+    # inverted_cdf picks drawn values: no interpolation between a finite m* and an infinite one.
+    interval = tuple(float(q) for q in np.quantile(draws, [0.025, 0.975], method="inverted_cdf"))
     return CriticalSize(target.T, learner, m, success, accuracy, mass, steps, _critical(m, success), interval)
 
 

@@ -73,8 +73,8 @@ class Sweep(eqx.Module):
     """The result of `sweep`.
 
     **Fields:** `Ts`; `s`; `results` ({learner: tuple of `CriticalSize`, one per T}); `erm` (median ERM
-    identifiability per T); `information` (log2 C(T, s) per T); `fits` ({learner: fits of its m*(T)}, only
-    where every m* is finite); `seconds` (per learner).
+    identifiability per T); `information` (log2 C(T, s) per T); `fits` ({learner: fits of its m*(T) over the
+    T whose m* is finite, if there are at least 3}); `seconds` (per learner).
     """
 
     Ts: np.ndarray
@@ -124,8 +124,9 @@ def sweep(
                 log(f"{learner}, T = {T}: m* = {found[-1].critical:g} {found[-1].interval}")
         results[learner], seconds[learner] = tuple(found), time.perf_counter() - began
         critical = np.array([result.critical for result in found])
-        if len(Ts) >= 3 and np.isfinite(critical).all():
-            fits[learner] = fit_scaling(Ts, critical)
+        finite = np.isfinite(critical)  # a T where no m up to m_high succeeded is left out of the fits
+        if finite.sum() >= 3:
+            fits[learner] = fit_scaling(Ts[finite], critical[finite])
     information = np.array([information_limit(int(T), s) for T in Ts])
     return Sweep(Ts, s, results, erm, information, fits, seconds)
 
@@ -162,13 +163,27 @@ def sweep_figure(result: Sweep):
     grid = np.geomspace(result.Ts.min(), result.Ts.max(), 200)
     for learner, found in result.results.items():
         critical = np.array([r.critical for r in found])
-        spread = np.array([[c - r.interval[0], r.interval[1] - c] for c, r in zip(critical, found, strict=True)]).T
-        ax.errorbar(result.Ts, critical, yerr=spread, marker="o", capsize=3, label=f"{learner}: m* (95 % bootstrap)")
+        finite = np.isfinite(critical)
+        with np.errstate(invalid="ignore"):  # inf - inf where m* was not reached
+            spread = np.array([[c - r.interval[0], r.interval[1] - c] for c, r in zip(critical, found, strict=True)]).T
+        spread = np.where(np.isfinite(spread), spread, 0.0)[:, finite]
+        line = ax.errorbar(
+            result.Ts[finite],
+            critical[finite],
+            yerr=spread,
+            marker="o",
+            capsize=3,
+            label=f"{learner}: m* (95 % bootstrap)",
+        )
+        for r in (r for r, ok in zip(found, finite, strict=True) if not ok):  # not learned up to the largest m tried
+            ax.annotate(
+                "", (r.T, r.m[-1] * 1.3), (r.T, r.m[-1]), arrowprops={"arrowstyle": "->", "color": line[0].get_color()}
+            )
         for fit in result.fits.get(learner, {}).values():
             ax.plot(grid, fit(grid), linestyle="--", linewidth=1, label=f"{learner}: {fit.law}, R² = {fit.r2:.3f}")
     ax.plot(result.Ts, result.erm, "k^-", label="ERM identifiability (median)")
     ax.plot(result.Ts, result.information, "k:", label="information limit log2 C(T, s)")
-    ax.plot(*zip(*PAPER_POINTS, strict=True), "s", color="tab:purple", label="Edelman et al., read off their figure")
+    ax.plot(*zip(*PAPER_POINTS, strict=True), "s", color="tab:brown", label="Edelman et al., read off their figure")
     ax.set(xscale="log", xlabel="input length T", ylabel="samples m", title=f"Critical sample size, {result.s}-AND")
     ax.legend(fontsize=7)
     if "head" in result.results:

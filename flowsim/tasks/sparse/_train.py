@@ -17,6 +17,9 @@ from flowsim.tasks.sparse._model import AttentionHead, BitsMLP
 
 __all__ = ["LEARNERS", "TrainingRun", "train"]
 
+#: Training-set elements (samples x T) of the models trained side by side (vmapped) at a time.
+_GROUP_ELEMENTS = 2**18
+
 #: The learners: one attention head, or the MLP on the flattened bits.
 LEARNERS = ("head", "mlp")
 
@@ -135,4 +138,8 @@ def _train(config, lr, keys, x, y, mask, x_validation, y_validation, support):
         ones = jnp.ones(y_validation.shape)
         return (*logged, _accuracy(model, x, y, mask), _accuracy(model, x_validation, y_validation, ones))
 
-    return jax.vmap(one)(keys, x, y, mask, x_validation, y_validation, support)
+    inputs = (keys, x, y, mask, x_validation, y_validation, support)
+    # Models in groups of _GROUP_ELEMENTS // (m T) at a time (vmapped within a group, one after the other
+    # across groups): vmapping every model at once is memory-bound at large T, slower than one at a time.
+    group = max(1, min(x.shape[0], _GROUP_ELEMENTS // (x.shape[1] * x.shape[2])))
+    return jax.lax.map(lambda a: one(*a), inputs, batch_size=group)
