@@ -110,7 +110,7 @@ def _flow_options(parser) -> None:
         choices=("auto", *_SOLVERS),
         default="auto",
         help="explicit Tsit5, implicit Kvaerno5 for stiff flows, or auto: Kvaerno5 where the Jacobian at the starts "
-        f"says Tsit5 would need more than {_STIFF_STEPS} steps",
+        f"says Tsit5 would need more than {_STIFF_STEPS} steps (for a map taken by a rule: the task's Kvaerno3)",
     )
     option(parser, "--max-steps", int, _FLOW_MAX_STEPS, "solver steps per trajectory before it fails", at_least(1))
 
@@ -431,10 +431,15 @@ def _flow(args) -> int:
     else:
         m0 = np.broadcast_to(init, (args.n, 5))
     ts = np.linspace(0.0, args.t_max, args.saves)
-    name = _choose_solver(args, problem, m0)
-    solver = {"tsit5": diffrax.Tsit5, "kvaerno5": diffrax.Kvaerno5}[name]()
+    if args.solver == "auto" and problem.flow_solver():
+        # A map whose risk is taken by a rule: the task's own solver and tolerances (`Problem.flow_solver`).
+        options = {}
+        name = f"{type(problem.flow_solver()['solver']).__name__}, the task's default for {problem.attention}"
+    else:
+        name = _choose_solver(args, problem, m0)
+        options = {"solver": {"tsit5": diffrax.Tsit5, "kvaerno5": diffrax.Kvaerno5}[name]()}
     with record.phase("integrate", f"{args.n} trajectories to t = {args.t_max:g} ({name})"):
-        solved = slr.solve_flow(problem, m0, ts, solver=solver, max_steps=args.max_steps, progress=args.progress)
+        solved = slr.solve_flow(problem, m0, ts, max_steps=args.max_steps, progress=args.progress, **options)
     endpoints = parts.write_trajectories(record, solved, problem, "trajectories", "trajectory")
     parts.save(record, figures.trajectory_projections(solved, problem), "trajectories")
     print(
