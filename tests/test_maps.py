@@ -130,17 +130,6 @@ def test_the_erf_flow_through_the_rule_is_the_generated_flow():
     np.testing.assert_allclose(by_rule, closed, rtol=1e-7, atol=1e-9)
 
 
-@pytest.mark.parametrize("point", [[0.3, -0.2, 0.25, 0.1, 0.15], [1.0, 0.2, 0.1, 0.0, 0.1], [0.6, 0.7, 0.0, 0.0, 0.0]])
-def test_the_generic_pgd_step_is_the_generated_map_for_erf(point):
-    """The exact PGD step of a map without closed form (gradient of the risk in the frame, renormalised
-    step) applied to erf's closed-form risk is the generated erf map (to 1e-12)."""
-    problem = slr.Problem(80, 10, 0.5, eps=0.1)
-    point = jnp.asarray(point)
-    np.testing.assert_allclose(
-        problem._pgd_step(0.0, point, 4e-3), problem.discrete_map(0.0, point, 4e-3), rtol=0, atol=1e-12
-    )
-
-
 @pytest.mark.parametrize("attention", ATTENTION_MAPS)
 def test_m_is_invariant_under_every_maps_flow(attention):
     """Measured, not assumed (docs/science.md section 7): from two starts on M = {theta = eta = rho = 0}

@@ -6,7 +6,17 @@ from dataclasses import dataclass
 
 from flowsim._checks import NON_NEGATIVE, SEED, Allowed
 
-__all__ = ["Command", "Parser", "check", "init_option", "option", "output_options", "parameter_options", "parse_init"]
+__all__ = [
+    "Command",
+    "Parser",
+    "check",
+    "comma_separated",
+    "init_option",
+    "option",
+    "output_options",
+    "parameter_options",
+    "parse_init",
+]
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,22 @@ def parse_init(names: tuple[str, ...], state_names: tuple[str, ...]):
                 f"must be {', '.join(names[:-1])} or {names[-1]} or {len(state_names)} comma-separated values "
                 f"{','.join(state_names)}, got {text!r}"
             )
+        return values
+
+    return parse
+
+
+def comma_separated(allowed: Allowed):
+    """The type of an option holding comma-separated values, each one of `allowed` (int or float by its kind)."""
+    kind = int if allowed.integer else float
+
+    def parse(text: str) -> tuple:
+        try:
+            values = tuple(kind(part) for part in text.split(","))
+        except ValueError:
+            values = ()
+        if not values or not all(allowed.accepts(value) for value in values):
+            raise argparse.ArgumentTypeError(f"must be comma-separated values, each {allowed.text}, got {text!r}")
         return values
 
     return parse

@@ -18,6 +18,7 @@ from flowsim._checks import as_key, check_count, check_positive
 from flowsim._status import Failure
 from flowsim.integrate import solve_flow
 from flowsim.quadrature import GaussianRule
+from flowsim.results import long_table
 from flowsim.tasks.slr._attention import ATTENTION_MAPS
 from flowsim.tasks.slr._baselines import Estimate, bayes_risk
 from flowsim.tasks.slr._data import ground_truth
@@ -61,20 +62,15 @@ class Advantage(eqx.Module):
     seconds: dict = eqx.field(static=True)
     failed: tuple[Failure, ...] = eqx.field(static=True)
 
-    def table(self) -> dict[str, list]:
+    def table(self) -> dict[str, np.ndarray]:
         """One row per map and lam, as columns: the median and quartiles of the flow's and SGD's end risks,
         the oracle's risk and the Bayes risk."""
-        columns: dict[str, list] = {}
-        for i, attention in enumerate(self.attention):
-            for j, lam in enumerate(self.lams):
-                row = {"attention": attention, "lam": float(lam)}
-                for what, risks in (("flow", self.flow_risk[i, j]), ("sgd", self.sgd_risk[i, j])):
-                    row[f"{what}_median"] = float(np.nanmedian(risks))
-                    row[f"{what}_q25"], row[f"{what}_q75"] = (float(q) for q in np.nanquantile(risks, [0.25, 0.75]))
-                row |= {"oracle": float(self.oracle_risk[i, j]), "bayes": self.bayes.mean}
-                for name, value in row.items():
-                    columns.setdefault(name, []).append(value)
-        return columns
+        values = {}
+        for what, risks in (("flow", self.flow_risk), ("sgd", self.sgd_risk)):
+            values[f"{what}_median"] = np.nanmedian(risks, axis=-1)
+            values[f"{what}_q25"], values[f"{what}_q75"] = np.nanquantile(risks, [0.25, 0.75], axis=-1)
+        values |= {"oracle": self.oracle_risk, "bayes": self.bayes.mean}
+        return long_table([{"attention": list(self.attention)}, {"lam": self.lams}], values)
 
     def best(self) -> dict[str, tuple[float, float]]:
         """For each map, (lam, median risk) of the lam whose flow ends at the lowest median risk."""

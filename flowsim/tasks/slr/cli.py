@@ -12,7 +12,15 @@ import numpy as np
 
 from flowsim._checks import POSITIVE, SHARE, Allowed, at_least
 from flowsim.cli import _parts as parts
-from flowsim.cli._options import Command, init_option, option, output_options, parameter_options, schedule_option
+from flowsim.cli._options import (
+    Command,
+    comma_separated,
+    init_option,
+    option,
+    output_options,
+    parameter_options,
+    schedule_option,
+)
 from flowsim.cli._tables import (
     attractor_table,
     experiment_tables,
@@ -196,7 +204,11 @@ def _reproduce_options(parser) -> None:
 def _advantage_options(parser) -> None:
     _task_options(parser, "advantage", d=80, L=10, gamma=1.0, eps=0.1)
     option(
-        parser, "--lams", _numbers, ",".join(f"{lam:.6g}" for lam in slr.DEFAULT_LAMS), "inverse temperatures, a,b,c"
+        parser,
+        "--lams",
+        comma_separated(POSITIVE),
+        ",".join(f"{lam:.6g}" for lam in slr.DEFAULT_LAMS),
+        "inverse temperatures, a,b,c",
     )
     parser.add_argument(
         "--maps", nargs="+", choices=slr.ATTENTION_MAPS, default=list(slr.ATTENTION_MAPS), help="the maps compared"
@@ -218,19 +230,6 @@ def _advantage_options(parser) -> None:
 
 
 _POWER = Allowed("a power of 2 >= 2", lambda n: n >= 2 and not n & (n - 1), integer=True)
-
-
-def _numbers(text: str) -> tuple[float, ...]:
-    """The type of --lams: comma-separated positive numbers."""
-    import argparse
-
-    try:
-        values = tuple(float(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be comma-separated numbers, got {text!r}") from None
-    if not all(math.isfinite(value) and value > 0 for value in values):
-        raise argparse.ArgumentTypeError(f"must be finite numbers > 0, got {text!r}")
-    return values
 
 
 # ---------------------------------------------------------------------------------------------

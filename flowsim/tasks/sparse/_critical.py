@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import as_key, check_count
+from flowsim._checks import as_key, check_choice, check_count
 from flowsim.tasks.sparse._data import SparseTarget, evaluate_target, sample_bits, training_set
 from flowsim.tasks.sparse._limits import information_limit
 from flowsim.tasks.sparse._train import LEARNERS, train
@@ -85,8 +85,7 @@ def critical_sample_size(
 
     **Returns:** a `CriticalSize`.
     """
-    if learner not in LEARNERS:
-        raise ValueError(f"learner must be one of {LEARNERS}, got {learner!r}")
+    check_choice("learner", learner, LEARNERS)
     seeds, candidates, rounds = (
         check_count(n, v, 1) for n, v in (("seeds", seeds), ("candidates", candidates), ("rounds", rounds))
     )

@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 from flowsim._checks import as_key, at_least, check_count
+from flowsim.results import long_table
 from flowsim.tasks.sparse._critical import critical_sample_size, success_rates
 from flowsim.tasks.sparse._data import SparseTarget
 from flowsim.tasks.sparse._limits import erm_identifiability, information_limit
@@ -131,23 +132,18 @@ def sweep(
     return Sweep(Ts, s, results, erm, information, fits, seconds)
 
 
-def sweep_table(result: Sweep) -> dict[str, list]:
+def sweep_table(result: Sweep) -> dict[str, np.ndarray]:
     """One row per learner and T: m*, its interval, the ERM median and the information limit (columns)."""
-    columns: dict[str, list] = {}
-    for learner, found in result.results.items():
-        for T, critical, erm, information in zip(result.Ts, found, result.erm, result.information, strict=True):
-            row = {
-                "learner": learner,
-                "T": int(T),
-                "critical_m": critical.critical,
-                "interval_low": critical.interval[0],
-                "interval_high": critical.interval[1],
-                "erm_median": float(erm),
-                "information_limit": float(information),
-            }
-            for name, value in row.items():
-                columns.setdefault(name, []).append(value)
-    return columns
+    found = list(result.results.values())
+    intervals = np.array([[r.interval for r in per_learner] for per_learner in found]).reshape(len(found), -1, 2)
+    values = {
+        "critical_m": np.array([[r.critical for r in per_learner] for per_learner in found]),
+        "interval_low": intervals[..., 0],
+        "interval_high": intervals[..., 1],
+        "erm_median": result.erm,
+        "information_limit": result.information,
+    }
+    return long_table([{"learner": list(result.results)}, {"T": result.Ts}], values)
 
 
 def sweep_figure(result: Sweep):

@@ -1,12 +1,10 @@
 """The command line of sparse variable creation: the scaling-law sweep and the ERM limit."""
 
-import argparse
-
 import numpy as np
 
 from flowsim._checks import POSITIVE, at_least
 from flowsim.cli import _parts as parts
-from flowsim.cli._options import Command, option, output_options
+from flowsim.cli._options import Command, comma_separated, option, output_options
 from flowsim.cli._tables import format_table
 from flowsim.tasks import sparse
 
@@ -15,19 +13,14 @@ __all__ = ["COMMANDS", "DESCRIPTION"]
 DESCRIPTION = "sparse variable creation: learning an s-sparse AND with one attention head (Edelman et al., ICML 2022)"
 
 
-def _lengths(text: str) -> tuple[int, ...]:
-    """The type of --Ts: comma-separated integers >= 2."""
-    try:
-        values = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be comma-separated integers, got {text!r}") from None
-    if len(values) < 1 or min(values) < 2:
-        raise argparse.ArgumentTypeError(f"must be integers >= 2, got {text!r}")
-    return values
-
-
 def _sweep_options(parser) -> None:
-    option(parser, "--Ts", _lengths, ",".join(map(str, sparse.DEFAULT_TS)), "input lengths T, comma-separated")
+    option(
+        parser,
+        "--Ts",
+        comma_separated(at_least(2)),
+        ",".join(map(str, sparse.DEFAULT_TS)),
+        "input lengths T, comma-separated",
+    )
     option(parser, "--s", int, 3, "support size of the AND", at_least(1))
     parser.add_argument("--learners", nargs="+", choices=sparse.LEARNERS, default=["head"], help="learners swept")
     option(parser, "--seeds", int, 8, "runs per sample size", at_least(1))
@@ -50,7 +43,7 @@ def _sweep(args) -> int:
         result = sparse.sweep(
             jax.random.key(args.seed), Ts, s=args.s, learners=tuple(args.learners), erm_trials=args.erm_trials,
             log=record.log, seeds=seeds, candidates=args.candidates, rounds=rounds, steps=args.steps,
-            lr=args.lr, log_every=max(1, args.steps // 10) if args.steps % 10 == 0 else args.steps,
+            lr=args.lr, log_every=args.steps // 10 if args.steps % 10 == 0 else args.steps,
         )  # fmt: skip
     table = sparse.sweep_table(result)
     record.write_csv("critical.csv", table)
