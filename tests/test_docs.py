@@ -13,7 +13,7 @@ import pytest
 
 import flowsim
 from flowsim import slr
-from flowsim.tasks import sparse
+from flowsim.tasks import latent, sparse
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -51,6 +51,8 @@ def test_the_site_builds_with_every_page(site):
         "api/engine",
         "api/slr",
         "api/sparse",
+        "api/latent",
+        "equations-latent",
     ):
         path = site / page if page.endswith(".html") else site / page / "index.html"
         assert path.is_file(), f"{page} was not built"
@@ -82,3 +84,9 @@ def test_the_sparse_page_documents_every_public_name(site):
     page = (site / "api" / "sparse" / "index.html").read_text()
     missing = [name for name in sparse.__all__ if f'id="flowsim.tasks.sparse.{name}"' not in page]
     assert not missing, f"public names of flowsim.tasks.sparse missing from docs/api/sparse.md: {missing}"
+
+
+def test_the_latent_page_documents_every_public_name(site):
+    page = (site / "api" / "latent" / "index.html").read_text()
+    missing = [name for name in latent.__all__ if f'id="flowsim.tasks.latent.{name}"' not in page]
+    assert not missing, f"public names of flowsim.tasks.latent missing from docs/api/latent.md: {missing}"

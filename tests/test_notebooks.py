@@ -56,12 +56,23 @@ def _check_attention_maps(values):
     assert values["advantage_linear_best"] > 10 * values["advantage_softmax_best"]
 
 
+def _check_sparse_variable_creation(values):
+    assert abs(values["label_balance_z"]) < 4  # the AND's labels are balanced: 4 standard errors
+    assert values["erm_median_T10"] < values["erm_median_T1000"]
+    assert values["constructed_accuracy_R_star"] == 1.0 and values["constructed_accuracy_quarter"] < 0.9
+    assert values["head_accuracy_m80"] >= 0.99 and values["head_mass_m80"] >= 0.5
+    assert values["head_accuracy_m10"] < 0.99 and values["mlp_accuracy_m80"] < 0.99
+    assert values["critical_T16"] >= values["erm_median_T16"]
+    assert 0.3 < values["power_fit_exponent"] < 0.7 and values["mlp_power_fit_exponent"] > 0.9
+
+
 CHECKS = {
     "01_task": _check_task,
     "02_derivation": _check_derivation,
     "03_phase_portraits": _check_phase_portraits,
     "04_ode_vs_sgd": _check_ode_vs_sgd,
     "05_attention_maps": _check_attention_maps,
+    "06_sparse_variable_creation": _check_sparse_variable_creation,
 }
 
 

@@ -5,9 +5,9 @@ experiments and figures, and a `cli` module that declares its command-line optio
 (see docs/architecture.md, "Adding a task"). Adding a task adds one line to `TASKS`.
 """
 
-from flowsim.tasks import slr, sparse
+from flowsim.tasks import latent, slr, sparse
 
 #: The registered tasks: name -> package.
-TASKS = {"slr": slr, "sparse": sparse}
+TASKS = {"slr": slr, "sparse": sparse, "latent": latent}
 
-__all__ = ["TASKS", "slr", "sparse"]
+__all__ = ["TASKS", "latent", "slr", "sparse"]

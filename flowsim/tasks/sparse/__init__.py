@@ -28,6 +28,8 @@ from flowsim.tasks.sparse._limits import (
 from flowsim.tasks.sparse._model import AttentionHead, BitsMLP
 from flowsim.tasks.sparse._sweep import (
     DEFAULT_TS,
+    MLP_SPAN,
+    MLP_TS,
     PAPER_POINTS,
     Fit,
     Sweep,
@@ -42,6 +44,8 @@ __all__ = [
     "DEFAULT_TS",
     "FUNCTIONS",
     "LEARNERS",
+    "MLP_SPAN",
+    "MLP_TS",
     "PAPER_POINTS",
     "SUCCESS_ACCURACY",
     "AttentionHead",

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import as_key, check_choice, check_count
+from flowsim._checks import as_key, check_choice, check_count, check_positive
 from flowsim.tasks.sparse._data import SparseTarget, evaluate_target, sample_bits, training_set
 from flowsim.tasks.sparse._limits import information_limit
 from flowsim.tasks.sparse._train import LEARNERS, train
@@ -66,6 +66,7 @@ def critical_sample_size(
     seeds: int = 8,
     m_low: int | None = None,
     m_high: int | None = None,
+    span: float = 8.0,
     candidates: int = 6,
     rounds: int = 3,
     n_validation: int = 2000,
@@ -78,7 +79,7 @@ def critical_sample_size(
 
     - `target`: the data model; `key`: a PRNG key or seed (supports, training sets, initialisations).
     - `learner`: "head" or "mlp"; `seeds`: runs per sample size (each its own support and data).
-    - `m_low`, `m_high`: the search range (default: ceil(log2 C(T, s)) and 8 times that).
+    - `m_low`, `m_high`: the search range (default: ceil(log2 C(T, s)) and `span` times that).
     - `candidates`: sample sizes per round; `rounds`: rounds of the search.
     - `n_validation`: fresh samples of each run's validation accuracy; `bootstrap`: resamples of seeds.
     - `training`: passed to `train` (steps, lr, log_every, width, hidden).
@@ -91,7 +92,8 @@ def critical_sample_size(
     )
     limit = math.ceil(information_limit(target.T, target.s))
     m_low = check_count("m_low", limit if m_low is None else m_low, 1)
-    m_high = check_count("m_high", 8 * m_low if m_high is None else m_high, m_low + 1)
+    span = check_positive("span", span)
+    m_high = check_count("m_high", round(span * m_low) if m_high is None else m_high, m_low + 1)
     key = as_key(key)
     supports = [target.draw_support(k) for k in jax.random.split(jax.random.fold_in(key, 0), seeds)]
     tried: dict[int, tuple] = {}

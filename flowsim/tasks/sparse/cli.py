@@ -1,5 +1,7 @@
 """The command line of sparse variable creation: the scaling-law sweep and the ERM limit."""
 
+import math
+
 import numpy as np
 
 from flowsim._checks import POSITIVE, at_least
@@ -22,14 +24,36 @@ def _sweep_options(parser) -> None:
         "input lengths T, comma-separated",
     )
     option(parser, "--s", int, 3, "support size of the AND", at_least(1))
-    parser.add_argument("--learners", nargs="+", choices=sparse.LEARNERS, default=["head"], help="learners swept")
+    parser.add_argument(
+        "--learners", nargs="+", choices=sparse.LEARNERS, default=list(sparse.LEARNERS), help="learners swept"
+    )
+    option(
+        parser,
+        "--mlp-Ts",
+        comma_separated(at_least(2)),
+        ",".join(map(str, sparse.MLP_TS)),
+        "the MLP's input lengths (it needs samples growing like T)",
+    )
+    option(
+        parser,
+        "--mlp-span",
+        float,
+        sparse.MLP_SPAN,
+        "the MLP's search span (its largest m over its smallest)",
+        POSITIVE,
+    )
     option(parser, "--seeds", int, 8, "runs per sample size", at_least(1))
     option(parser, "--candidates", int, 6, "sample sizes per round of the search", at_least(1))
     option(parser, "--rounds", int, 3, "rounds of the search", at_least(1))
+    option(
+        parser, "--span", float, 8.0, "the head's search span: its largest m over its smallest, log2 C(T, s)", POSITIVE
+    )
     option(parser, "--steps", int, 1000, "full-batch Adam steps per run", at_least(1))
     option(parser, "--lr", float, 0.01, "Adam's step size", POSITIVE)
     option(parser, "--erm-trials", int, 200, "trials of the ERM identifiability per T", at_least(1))
-    parser.add_argument("--quick", action="store_true", help="T = 16, 64, 256, 4 seeds, 2 rounds: a smoke run")
+    parser.add_argument(
+        "--quick", action="store_true", help="T = 16, 64, 256 (the MLP: 16, 32, 64), 4 seeds, 2 rounds: a smoke run"
+    )
     output_options(parser, "sparse sweep")
 
 
@@ -37,14 +61,17 @@ def _sweep(args) -> int:
     import jax
 
     record = parts.record(args)
-    Ts, seeds, rounds = ((16, 64, 256), 4, 2) if args.quick else (args.Ts, args.seeds, args.rounds)
-    what = f"m*(T) of {', '.join(args.learners)} at T = {', '.join(map(str, Ts))}, {seeds} seeds"
+    quick = ((16, 64, 256), (16, 32, 64), 4, 2)
+    Ts, mlp_Ts, seeds, rounds = quick if args.quick else (args.Ts, args.mlp_Ts, args.seeds, args.rounds)
+    what = f"m*(T) of {', '.join(args.learners)} (head at T = {', '.join(map(str, Ts))}), {seeds} seeds"
     with record.phase("sweep", what):
         result = sparse.sweep(
-            jax.random.key(args.seed), Ts, s=args.s, learners=tuple(args.learners), erm_trials=args.erm_trials,
-            log=record.log, seeds=seeds, candidates=args.candidates, rounds=rounds, steps=args.steps,
-            lr=args.lr, log_every=args.steps // 10 if args.steps % 10 == 0 else args.steps,
+            jax.random.key(args.seed), Ts, s=args.s, learners=tuple(args.learners), learner_Ts={"mlp": mlp_Ts},
+            spans={"head": args.span, "mlp": args.mlp_span}, erm_trials=args.erm_trials, log=record.log,
+            seeds=seeds, candidates=args.candidates, rounds=rounds, steps=args.steps, lr=args.lr,
+            log_every=math.gcd(args.steps, max(1, args.steps // 50)),
         )  # fmt: skip
+    record.summary["seconds_per_learner"] = result.seconds
     table = sparse.sweep_table(result)
     record.write_csv("critical.csv", table)
     fits = [

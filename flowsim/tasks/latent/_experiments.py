@@ -1,0 +1,336 @@
+"""Experiments of docs/science.md section 9, each a result, a table and a figure.
+
+- `attention_error`: L E||attn_a - lim||^2 against L for several a, on the tilted-Gaussian model, against
+  its predicted limit e^{a^T Sigma a}(tr Sigma + ||Sigma a||^2) (the plateau of L MSE; MSE ~ L^{-1}).
+- `regression_error`: softmax attention (Nadaraya-Watson on unit-norm keys) against kernel (CME) attention as
+  estimators of the regression of the values on the keys.
+- `location_risk`: on the conjugate location model, the risk of attention's estimate attn_a - sigma^2 a
+  and of the posterior mean against L, and their ratio against its predicted limit.
+
+Monte Carlo is vectorised over replicates (in chunks: a chunk of sequences at the largest L is what fits
+in memory), one compiled program per L.
+"""
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from flowsim._checks import as_key, check_count, check_positive
+from flowsim.results import long_table
+from flowsim.tasks.latent._attention import kernel_attention, softmax_attention
+from flowsim.tasks.latent._models import ConjugateLocation, TiltedGaussian
+
+__all__ = [
+    "AttentionError",
+    "LocationRisk",
+    "RegressionError",
+    "attention_error",
+    "attention_error_figure",
+    "attention_error_table",
+    "location_risk",
+    "location_risk_figure",
+    "location_risk_table",
+    "regression_error",
+    "regression_error_table",
+]
+
+#: Sequence elements (replicates x L) drawn at once: a chunk of replicates at a time beyond it.
+_CHUNK_ELEMENTS = 2**20
+
+
+def _chunk(L: int, replicates: int) -> int:
+    return max(1, min(replicates, _CHUNK_ELEMENTS // L))
+
+
+def _mean_and_stderr(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard error over the last axis."""
+    return values.mean(-1), values.std(-1, ddof=1) / np.sqrt(values.shape[-1])
+
+
+class AttentionError(eqx.Module):
+    """The result of `attention_error`.
+
+    **Fields:** `Ls` (L,); `a` (the attention parameters, (A, d)); `scaled_mse` and `stderr` (L E||attn_a -
+    lim||^2 and its standard error, (A, L)); `predicted` (its L -> oo limit, (A,)); `replicates`.
+    """
+
+    Ls: np.ndarray
+    a: np.ndarray
+    scaled_mse: np.ndarray
+    stderr: np.ndarray
+    predicted: np.ndarray
+    replicates: int
+
+
+@functools.partial(jax.jit, static_argnames=("L", "replicates"))
+def _squared_errors(model, location, a, key, L: int, replicates: int):
+    """||attn_a - lim||^2 for each a (rows of `a`) on the same `replicates` sequences: (A, replicates)."""
+    limits = jax.vmap(model.attention_limit, in_axes=(None, 0))(location, a)
+    chunk = _chunk(L, replicates)
+
+    def one(key):
+        keys, values = model.draw(key, location, L, chunk)
+        attended = jax.vmap(softmax_attention, in_axes=(0, None, None))(a, keys, values)  # (A, chunk, d_v)
+        return jnp.sum((attended - limits[:, None, :]) ** 2, axis=-1)
+
+    blocks = -(-replicates // chunk)
+    errors = jax.lax.map(one, jax.random.split(key, blocks))  # (blocks, A, chunk)
+    return jnp.moveaxis(errors, 1, 0).reshape(a.shape[0], -1)[:, :replicates]
+
+
+def attention_error(key, model: TiltedGaussian, location, a, Ls, replicates: int = 2000) -> AttentionError:
+    """L E||attn_a - B(location + Sigma a) - c||^2 by Monte Carlo at each L, for each attention parameter.
+
+    **Arguments:**
+
+    - `key`: a PRNG key or seed; `model`: the tilted-Gaussian model; `location`: mu_z, (d,).
+    - `a`: the attention parameters, (A, d) (or (d,)); `Ls`: the input lengths; `replicates`: sequences per L.
+
+    **Returns:** an `AttentionError`.
+    """
+    key, replicates = as_key(key), check_count("replicates", replicates, 2)
+    a = np.atleast_2d(np.asarray(a, dtype=float))
+    if a.shape[1] != model.d or not np.isfinite(a).all():
+        raise ValueError(f"a must be finite attention parameters of shape (A, {model.d}), got shape {a.shape}")
+    Ls = np.array([check_count("Ls", L, 1) for L in Ls])
+    location = jnp.asarray(location, dtype=float)
+    scaled, stderr = [], []
+    for L in Ls:
+        errors = np.asarray(
+            _squared_errors(model, location, jnp.asarray(a), jax.random.fold_in(key, int(L)), int(L), replicates)
+        )
+        mean, se = _mean_and_stderr(int(L) * errors)
+        scaled.append(mean)
+        stderr.append(se)
+    predicted = np.array([float(model.error_constant(jnp.asarray(row))) for row in a])
+    return AttentionError(Ls, a, np.array(scaled).T, np.array(stderr).T, predicted, replicates)
+
+
+def attention_error_table(result: AttentionError) -> dict[str, np.ndarray]:
+    """One row per (a, L): |a|, L MSE, its standard error, the predicted limit."""
+    norms = np.linalg.norm(result.a, axis=-1)
+    values = {
+        "scaled_mse": result.scaled_mse,
+        "stderr": result.stderr,
+        "predicted_limit": np.repeat(result.predicted[:, None], len(result.Ls), axis=1),
+    }
+    return long_table([{"a_norm": norms}, {"L": result.Ls}], values)
+
+
+def attention_error_figure(result: AttentionError, regression: "RegressionError | None" = None):
+    """The MSE against L with the predicted constant / L lines; L MSE against L with its plateau; with
+    `regression`, a third panel: softmax against kernel (CME) attention as regression estimators."""
+    import matplotlib.pyplot as plt
+
+    panels = 2 if regression is None else 3
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.8), layout="constrained")
+    for row, (scaled, se, limit) in enumerate(zip(result.scaled_mse, result.stderr, result.predicted, strict=True)):
+        label = f"|a| = {np.linalg.norm(result.a[row]):.2f}"
+        line = axes[0].errorbar(result.Ls, scaled / result.Ls, yerr=2 * se / result.Ls, fmt="o", ms=4, label=label)
+        colour = line[0].get_color()
+        axes[0].plot(result.Ls, limit / result.Ls, "-", color=colour, lw=1)
+        axes[1].errorbar(result.Ls, scaled, yerr=2 * se, fmt="o-", ms=4, color=colour, label=label)
+        axes[1].axhline(limit, color=colour, ls="--", lw=1)
+    axes[0].set(xscale="log", yscale="log", xlabel="input length L", ylabel=r"$E\|attn_a - \lim\|^2$")
+    axes[0].set_title("Attention's error (lines: the predicted limit / L)")
+    axes[1].set(xscale="log", xlabel="input length L", ylabel=r"$L \cdot E\|attn_a - \lim\|^2$")
+    axes[1].set_title(r"Its plateau (dashed: $e^{a^T\Sigma a}(\mathrm{tr}\,\Sigma + \|\Sigma a\|^2)$)")
+    if regression is not None:
+        for name, mse, se in (
+            ("softmax, a = q/h² (Nadaraya-Watson)", regression.softmax, regression.softmax_stderr),
+            (f"kernel (CME), ridge {regression.ridge:g}", regression.kernel, regression.kernel_stderr),
+        ):
+            axes[2].errorbar(regression.Ls, mse, yerr=2 * se, fmt="o-", ms=4, label=name)
+        axes[2].set(xscale="log", yscale="log", xlabel="input length L", ylabel=r"$E\|estimate - E[v \mid k = q]\|^2$")
+        axes[2].set_title(f"Regression of v on unit-norm keys, h = {regression.bandwidth:g}")
+    for ax in axes:
+        ax.legend(fontsize=9)
+    counted = f"{result.replicates} sequences per point" + (
+        "" if regression is None else f" ({regression.replicates} in the regression panel)"
+    )
+    fig.text(0.5, -0.02, f"{counted}; error bars: 2 standard errors", ha="center")
+    return fig
+
+
+def regression_error_table(result: "RegressionError") -> dict[str, np.ndarray]:
+    """One row per L: the squared errors of softmax and kernel attention, with their standard errors."""
+    return {
+        "L": result.Ls,
+        "softmax_mse": result.softmax,
+        "softmax_stderr": result.softmax_stderr,
+        "kernel_mse": result.kernel,
+        "kernel_stderr": result.kernel_stderr,
+    }
+
+
+class LocationRisk(eqx.Module):
+    """The result of `location_risk`.
+
+    **Fields:** `Ls`; `a_norms`; `attention` and `attention_stderr` (E||attn_a - sigma^2 a - z||^2, (A, L));
+    `posterior` and `posterior_stderr` (the posterior mean's, (L,)); `bayes` (the closed form, (L,));
+    `ratio_limit` (the predicted limit of attention over Bayes, (A,)); `replicates`.
+    """
+
+    Ls: np.ndarray
+    a_norms: np.ndarray
+    attention: np.ndarray
+    attention_stderr: np.ndarray
+    posterior: np.ndarray
+    posterior_stderr: np.ndarray
+    bayes: np.ndarray
+    ratio_limit: np.ndarray
+    replicates: int
+
+
+@functools.partial(jax.jit, static_argnames=("L", "replicates"))
+def _location_errors(model, a, key, L: int, replicates: int):
+    """Squared errors of attention's estimates (one per row of a) and of the posterior mean: (A, n), (n,)."""
+    chunk = _chunk(L, replicates)
+
+    def one(key):
+        z, keys = model.sample(key, L, chunk)
+        attended = jax.vmap(softmax_attention, in_axes=(0, None, None))(a, keys, keys)  # values = keys
+        estimate = jax.vmap(model.attention_estimate)(attended, a)
+        posterior = model.posterior_mean(keys)
+        return jnp.sum((estimate - z) ** 2, -1), jnp.sum((posterior - z) ** 2, -1)
+
+    attention, posterior = jax.lax.map(one, jax.random.split(key, -(-replicates // chunk)))
+    attention = jnp.moveaxis(attention, 1, 0).reshape(a.shape[0], -1)[:, :replicates]
+    return attention, posterior.reshape(-1)[:replicates]
+
+
+def location_risk(key, model: ConjugateLocation, a_norms, Ls, replicates: int = 2000) -> LocationRisk:
+    """The risks of attention (a = |a| e_1: the model is rotation invariant) and of the posterior mean against L.
+
+    **Arguments:** `key`; `model`: the conjugate location model; `a_norms`: the |a| to try; `Ls`;
+    `replicates`: sequences per L.
+
+    **Returns:** a `LocationRisk`.
+    """
+    key, replicates = as_key(key), check_count("replicates", replicates, 2)
+    a_norms = np.atleast_1d(np.asarray(a_norms, dtype=float))
+    if not (np.isfinite(a_norms).all() and (a_norms >= 0).all()):
+        raise ValueError(f"a_norms must be finite numbers >= 0, got {a_norms.tolist()}")
+    Ls = np.array([check_count("Ls", L, 1) for L in Ls])
+    a = jnp.zeros((len(a_norms), model.d)).at[:, 0].set(a_norms)
+    attention, attention_se, posterior, posterior_se = [], [], [], []
+    for L in Ls:
+        errors, post = _location_errors(model, a, jax.random.fold_in(key, int(L)), int(L), replicates)
+        for store, se_store, values in ((attention, attention_se, errors), (posterior, posterior_se, post)):
+            mean, se = _mean_and_stderr(np.asarray(values))
+            store.append(mean)
+            se_store.append(se)
+    bayes = np.array([float(model.bayes_risk(int(L))) for L in Ls])
+    ratio = np.array([float(model.attention_ratio_limit(n)) for n in a_norms])
+    return LocationRisk(
+        Ls, a_norms, np.array(attention).T, np.array(attention_se).T, np.array(posterior), np.array(posterior_se),
+        bayes, ratio, replicates,
+    )  # fmt: skip
+
+
+def location_risk_table(result: LocationRisk) -> dict[str, np.ndarray]:
+    """One row per (|a|, L): attention's risk, the posterior mean's, the Bayes risk, their ratio, its limit."""
+    shape = result.attention.shape
+    values = {
+        "attention_risk": result.attention,
+        "attention_stderr": result.attention_stderr,
+        "posterior_mean_risk": np.broadcast_to(result.posterior, shape),
+        "bayes_risk": np.broadcast_to(result.bayes, shape),
+        "ratio_to_bayes": result.attention / result.bayes,
+        "ratio_limit": np.broadcast_to(result.ratio_limit[:, None], shape),
+    }
+    return long_table([{"a_norm": result.a_norms}, {"L": result.Ls}], values)
+
+
+def location_risk_figure(result: LocationRisk):
+    """Two panels: the risks against L (attention per |a|, posterior mean, Bayes closed form); attention's risk
+    over the Bayes risk against L with its predicted limits."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), layout="constrained")
+    axes[0].plot(result.Ls, result.bayes, "k-", lw=2, label="Bayes risk (closed form)")
+    axes[0].errorbar(
+        result.Ls, result.posterior, yerr=2 * result.posterior_stderr, fmt="ks", ms=4, label="posterior mean"
+    )
+    for norm, risk, se, limit in zip(
+        result.a_norms, result.attention, result.attention_stderr, result.ratio_limit, strict=True
+    ):
+        line = axes[0].errorbar(result.Ls, risk, yerr=2 * se, fmt="o", ms=4, label=f"attention, |a| = {norm:g}")
+        colour = line[0].get_color()
+        axes[1].errorbar(result.Ls, risk / result.bayes, yerr=2 * se / result.bayes, fmt="o-", ms=4, color=colour,
+                         label=f"|a| = {norm:g}")  # fmt: skip
+        axes[1].axhline(limit, color=colour, ls="--", lw=1)
+    axes[0].set(xscale="log", yscale="log", xlabel="input length L", ylabel="risk of the estimate of z")
+    axes[0].set_title("Estimating the latent location")
+    axes[1].set(xscale="log", xlabel="input length L", ylabel="attention's risk / Bayes risk")
+    axes[1].set_title(r"Ratio (dashed: $e^{\sigma^2|a|^2}(1 + \sigma^2|a|^2/d)$)")
+    for ax in axes:
+        ax.legend(fontsize=9)
+    return fig
+
+
+class RegressionError(eqx.Module):
+    """The result of `regression_error`.
+
+    **Fields:** `Ls`; `softmax` and `kernel` (E||estimate - (Bq + c)||^2 of softmax attention with a = q / h^2,
+    the Nadaraya-Watson estimator, and of kernel (CME) attention, (L,)); `softmax_stderr`, `kernel_stderr`;
+    `bandwidth`, `ridge`, `replicates`.
+    """
+
+    Ls: np.ndarray
+    softmax: np.ndarray
+    softmax_stderr: np.ndarray
+    kernel: np.ndarray
+    kernel_stderr: np.ndarray
+    bandwidth: float
+    ridge: float
+    replicates: int
+
+
+@functools.partial(jax.jit, static_argnames=("L", "replicates"))
+def _regression_errors(B, c, noise, query, bandwidth, ridge, key, L: int, replicates: int):
+    key_k, key_v = jax.random.split(key)
+    keys = jax.random.normal(key_k, (replicates, L, query.shape[0]))
+    keys = keys / jnp.linalg.norm(keys, axis=-1, keepdims=True)  # uniform on the unit sphere
+    values = keys @ B.T + c + noise * jax.random.normal(key_v, (replicates, L, B.shape[0]))
+    target = B @ query + c
+    softmax = softmax_attention(query / bandwidth**2, keys, values)
+    kernel = jax.vmap(kernel_attention, in_axes=(None, 0, 0, None, None))(query, keys, values, bandwidth, ridge)
+    return jnp.sum((softmax - target) ** 2, -1), jnp.sum((kernel - target) ** 2, -1)
+
+
+def regression_error(key, B, c, noise: float, query, Ls, *, bandwidth: float = 0.5, ridge: float = 1e-3,
+                     replicates: int = 200) -> RegressionError:  # fmt: skip
+    """Softmax attention against kernel (CME) attention as estimators of the regression E[v | k = q] = Bq + c,
+    on keys uniform on the unit sphere and values v = Bk + c + noise N(0, I).
+
+    On unit-norm keys softmax attention with a = q / h^2 is the Nadaraya-Watson estimator of bandwidth h; kernel
+    attention is the kernel ridge regression with the same Gaussian kernel and ridge `ridge` (an L x L solve:
+    keep L to a few thousand).
+
+    **Arguments:** `key`; `B` (d_v, d), `c` (d_v,), `noise` >= 0; `query` (d,), normalised here; `Ls`;
+    `bandwidth` h > 0; `ridge` > 0; `replicates`: sequences per L.
+
+    **Returns:** a `RegressionError`.
+    """
+    key, replicates = as_key(key), check_count("replicates", replicates, 2)
+    B = np.atleast_2d(np.asarray(B, dtype=float))
+    query = np.asarray(query, dtype=float)
+    if query.shape != (B.shape[1],) or not np.linalg.norm(query) > 0:
+        raise ValueError(f"query must be a non-zero vector of shape ({B.shape[1]},), got {query.tolist()}")
+    bandwidth, ridge = check_positive("bandwidth", bandwidth), check_positive("ridge", ridge)
+    Ls = np.array([check_count("Ls", L, 1) for L in Ls])
+    arrays = [
+        jnp.asarray(x) for x in (B, np.broadcast_to(np.asarray(c, float), B.shape[:1]), query / np.linalg.norm(query))
+    ]
+    softmax, kernel = [], []
+    for L in Ls:
+        errors = _regression_errors(*arrays[:2], noise, arrays[2], bandwidth, ridge, jax.random.fold_in(key, int(L)),
+                                    int(L), replicates)  # fmt: skip
+        softmax.append(_mean_and_stderr(np.asarray(errors[0])))
+        kernel.append(_mean_and_stderr(np.asarray(errors[1])))
+    (s_mean, s_se), (k_mean, k_se) = (np.array(x).T for x in (softmax, kernel))
+    return RegressionError(Ls, s_mean, s_se, k_mean, k_se, bandwidth, ridge, replicates)

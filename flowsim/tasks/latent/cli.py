@@ -1,0 +1,111 @@
+"""The command line of attention as latent-posterior inference: attention's error and risk against L."""
+
+import numpy as np
+
+from flowsim._checks import NON_NEGATIVE, POSITIVE, at_least
+from flowsim.cli import _parts as parts
+from flowsim.cli._options import Command, comma_separated, option, output_options
+from flowsim.cli._tables import format_table
+from flowsim.tasks import latent
+
+__all__ = ["COMMANDS", "DESCRIPTION"]
+
+DESCRIPTION = "attention as latent-posterior inference: its error against the input length L (Zhang et al., 2022)"
+
+#: The tilted-Gaussian model of docs/science.md section 9 and its attention parameter (|a| = 1.14).
+SIGMA_DIAGONAL = (1.0, 0.5, 0.5, 0.25)
+A_DIRECTION = (0.8, -0.5, 0.3, 0.6)
+DEFAULT_LS = ",".join(str(2**k) for k in range(4, 17))
+#: The regression of the softmax-against-kernel comparison: v = B k + noise on unit-norm keys in R^3, at q.
+REGRESSION_B = ((1.0, -0.5, 0.25), (0.0, 2.0, 1.0))
+REGRESSION_QUERY = (1.0, 1.0, 0.0)
+
+
+def _common(parser, norms: str, what: str) -> None:
+    option(parser, "--Ls", comma_separated(at_least(1)), DEFAULT_LS, "input lengths L, comma-separated")
+    option(parser, "--norms", comma_separated(NON_NEGATIVE), norms, what)
+    option(parser, "--replicates", int, 2000, "sequences per L", at_least(2))
+
+
+def _error_options(parser) -> None:
+    _common(parser, "0.5,1,1.5", "norms |a| of the attention parameter (along a = (.8, -.5, .3, .6) / |.|)")
+    option(parser, "--kernel-max-L", int, 1024, "the largest L of the softmax-against-kernel comparison", at_least(0))
+    option(parser, "--kernel-replicates", int, 200, "sequences per L of that comparison", at_least(2))
+    option(parser, "--bandwidth", float, 0.5, "the Gaussian kernel's bandwidth h", POSITIVE)
+    option(parser, "--ridge", float, 1e-3, "kernel attention's ridge lam", POSITIVE)
+    output_options(parser, "latent error")
+
+
+def _error(args) -> int:
+    import jax
+
+    record = parts.record(args)
+    model = latent.TiltedGaussian(np.diag(SIGMA_DIAGONAL))
+    direction = np.array(A_DIRECTION) / np.linalg.norm(A_DIRECTION)
+    a = np.outer(args.norms, direction)
+    key = jax.random.key(args.seed)
+    with record.phase("error", f"L E||attn_a - lim||^2 at {len(args.Ls)} L, {args.replicates} sequences each"):
+        result = latent.attention_error(key, model, np.zeros(model.d), a, args.Ls, args.replicates)
+    regression_Ls = [L for L in args.Ls if L <= args.kernel_max_L]
+    regression = None
+    if regression_Ls:
+        what = f"softmax against kernel attention at L <= {args.kernel_max_L}, {args.kernel_replicates} sequences each"
+        with record.phase("regression", what):
+            regression = latent.regression_error(
+                jax.random.fold_in(key, 1), REGRESSION_B, 0.0, 0.5, REGRESSION_QUERY, regression_Ls,
+                bandwidth=args.bandwidth, ridge=args.ridge, replicates=args.kernel_replicates,
+            )  # fmt: skip
+        record.write_csv("regression_error.csv", latent.regression_error_table(regression))
+    table = latent.attention_error_table(result)
+    record.write_csv("attention_error.csv", table)
+    parts.save(record, latent.attention_error_figure(result, regression), "attention_error")
+    rows = zip(
+        [f"{x:.3g}" for x in table["a_norm"]], table["L"], [f"{x:.4g}" for x in table["scaled_mse"]],
+        [f"{x:.2g}" for x in table["stderr"]], [f"{x:.4g}" for x in table["predicted_limit"]], strict=True,
+    )  # fmt: skip
+    print(format_table(("|a|", "L", "L MSE", "stderr", "predicted limit"), rows))
+    return parts.finish(record)
+
+
+def _risk_options(parser) -> None:
+    _common(parser, "0,0.5,1", "norms |a| of the attention parameter")
+    option(parser, "--d", int, 4, "dimension of the latent location", at_least(1))
+    option(parser, "--sigma", float, 1.0, "the keys' noise sigma", POSITIVE)
+    option(parser, "--tau", float, 1.0, "the prior's scale tau", POSITIVE)
+    output_options(parser, "latent risk")
+
+
+def _risk(args) -> int:
+    import jax
+
+    record = parts.record(args)
+    model = latent.ConjugateLocation(args.d, args.tau, args.sigma)
+    with record.phase("risk", f"attention and the posterior mean at {len(args.Ls)} L, {args.replicates} each"):
+        result = latent.location_risk(jax.random.key(args.seed), model, args.norms, args.Ls, args.replicates)
+    table = latent.location_risk_table(result)
+    record.write_csv("location_risk.csv", table)
+    parts.save(record, latent.location_risk_figure(result), "location_risk")
+    rows = zip(
+        [f"{x:.3g}" for x in table["a_norm"]], table["L"], [f"{x:.4g}" for x in table["attention_risk"]],
+        [f"{x:.4g}" for x in table["bayes_risk"]], [f"{x:.4f}" for x in table["ratio_to_bayes"]],
+        [f"{x:.4f}" for x in table["ratio_limit"]], strict=True,
+    )  # fmt: skip
+    print(format_table(("|a|", "L", "attention risk", "Bayes risk", "ratio", "ratio limit"), rows))
+    return parts.finish(record)
+
+
+#: name, what it does (its --help), the function that runs it, the function that adds its options.
+COMMANDS = (
+    Command(
+        "error",
+        "attention's error against L on the tilted-Gaussian model, against its predicted 1/L constant",
+        _error,
+        _error_options,
+    ),
+    Command(
+        "risk",
+        "attention's and the posterior mean's risk against L on the conjugate location model, and their ratio",
+        _risk,
+        _risk_options,
+    ),
+)
