@@ -168,9 +168,16 @@ def test_kernel_attention_is_kernel_ridge_regression():
 
 
 def test_the_experiments_tables_figures_and_commands(tmp_path):
-    """The two commands, tiny: their tables hold one row per (|a|, L), with the predicted columns."""
+    """The three commands, tiny: their tables hold one row per (|a|, L) or (L, n), with the predicted columns."""
     from flowsim.cli import main
 
+    out = tmp_path / "learn"
+    arguments = "latent learn --Ls 16,64 --ns 50,100 --steps 20 --seeds 2"
+    assert main([*arguments.split(), "--out", str(out)]) == 0
+    rows = (out / "readout_learning.csv").read_text().splitlines()
+    assert len(rows) == 5 and rows[0] == "L,n,train_risk,test_risk,deviation_from_flow,bayes_risk"
+    # The Bayes risk from 16 keys: eps^2 + sigma^2 tau^2 / (sigma^2 + 16 tau^2) = 0.01 + 1 / 17.
+    assert float(rows[1].split(",")[-1]) == pytest.approx(0.01 + 1 / 17, rel=1e-12)
     base = "--Ls 16,64 --replicates 50 --norms 0,0.5"
     for command, name, extra in (("error", "attention_error", " --kernel-replicates 4"), ("risk", "location_risk", "")):
         out = tmp_path / command
@@ -252,7 +259,7 @@ def test_the_readout_flow_ends_on_the_line_of_minimisers():
 
 
 def test_gradient_descent_on_finite_sequences_tracks_the_flow():
-    """Full-batch gradient descent on n = 2000 sequences (d = 4, lr = 0.05, to t = 5), compared with the flow from
+    """Full-batch gradient descent on n = 1000 sequences (d = 4, lr = 0.05, to t = 5), compared with the flow from
     the same overlaps (`flowsim.compare`): the deviation (median over 3 seeds of the largest coordinate's) falls
     as L grows, with a fitted log-log slope in L between -1.2 and -0.3 (measured -0.59 over L = 64 ... 1024:
     the finite-L variance e^{sigma^2 |a|^2} / L of attention drives |a| down, which the L = oo flow does not)."""
@@ -261,7 +268,7 @@ def test_gradient_descent_on_finite_sequences_tracks_the_flow():
     task = latent.Readout(4, 1.0, 1.0, 0.1)
     Ls, deviation = [64, 256, 1024], []
     for L in Ls:
-        run = latent.train_readout(task, 0, L=L, n=2000, lr=0.05, steps=100, log_every=20, seeds=3)
+        run = latent.train_readout(task, 0, L=L, n=1000, lr=0.05, steps=100, log_every=20, seeds=3)
         comparison = flowsim.compare(run)
         deviation.append(np.median(comparison.deviation.max(axis=1)))
     slope = np.polyfit(np.log(Ls), np.log(deviation), 1)[0]

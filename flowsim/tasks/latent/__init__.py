@@ -31,7 +31,14 @@ from flowsim.tasks.latent._experiments import (
     regression_error_table,
 )
 from flowsim.tasks.latent._models import ConjugateLocation, LocationMixture, TiltedGaussian
-from flowsim.tasks.latent._readout import Readout, readout_overlaps, train_readout
+from flowsim.tasks.latent._readout import (
+    Readout,
+    ReadoutLearning,
+    readout_learning,
+    readout_learning_figure,
+    readout_overlaps,
+    train_readout,
+)
 
 __all__ = [
     "AttentionError",
@@ -39,6 +46,7 @@ __all__ = [
     "LocationMixture",
     "LocationRisk",
     "Readout",
+    "ReadoutLearning",
     "RegressionError",
     "TiltedGaussian",
     "attention_error",
@@ -51,6 +59,8 @@ __all__ = [
     "location_risk_table",
     "multihead_attention",
     "nadaraya_watson",
+    "readout_learning",
+    "readout_learning_figure",
     "readout_overlaps",
     "regression_error",
     "regression_error_table",

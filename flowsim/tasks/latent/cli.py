@@ -94,6 +94,46 @@ def _risk(args) -> int:
     return parts.finish(record)
 
 
+def _learn_options(parser) -> None:
+    option(parser, "--Ls", comma_separated(at_least(1)), "16,64,256,1024", "input lengths L, comma-separated")
+    option(parser, "--ns", comma_separated(at_least(1)), "125,500,2000", "training-set sizes n, comma-separated")
+    option(parser, "--d", int, 4, "dimension of the latent location", at_least(2))
+    option(parser, "--sigma", float, 1.0, "the keys' noise sigma", POSITIVE)
+    option(parser, "--tau", float, 1.0, "the prior's scale tau", POSITIVE)
+    option(parser, "--eps", float, 0.1, "the label noise eps", NON_NEGATIVE)
+    option(parser, "--lr", float, 0.05, "gradient descent's step size (the flow's clock is lr * step)", POSITIVE)
+    option(parser, "--steps", int, 400, "gradient-descent steps", at_least(10))
+    option(parser, "--seeds", int, 4, "runs per (L, n)", at_least(1))
+    output_options(parser, "latent learn")
+
+
+def _learn(args) -> int:
+    import jax
+
+    record = parts.record(args)
+    task = latent.Readout(args.d, args.tau, args.sigma, args.eps)
+    what = f"gradient descent at {len(args.Ls)} L x {len(args.ns)} n, {args.seeds} seeds, against the flow"
+    with record.phase("learn", what):
+        result = latent.readout_learning(
+            task, jax.random.key(args.seed), args.Ls, args.ns, lr=args.lr, steps=args.steps, seeds=args.seeds
+        )
+    L, n = np.meshgrid(result.Ls, result.ns, indexing="ij")
+    table = {
+        "L": L.ravel(),
+        "n": n.ravel(),
+        "train_risk": result.train_risk.ravel(),
+        "test_risk": result.test_risk.ravel(),
+        "deviation_from_flow": result.deviation.ravel(),
+        "bayes_risk": np.repeat(result.bayes, len(result.ns)),
+    }
+    record.write_csv("readout_learning.csv", table)
+    parts.save(record, latent.readout_learning_figure(result), "readout_learning")
+    columns = ("train_risk", "test_risk", "deviation_from_flow", "bayes_risk")
+    rows = zip(table["L"], table["n"], *([f"{x:.4g}" for x in table[c]] for c in columns), strict=True)
+    print(format_table(("L", "n", "train risk", "test risk", "deviation", "Bayes risk"), rows))
+    return parts.finish(record)
+
+
 #: name, what it does (its --help), the function that runs it, the function that adds its options.
 COMMANDS = (
     Command(
@@ -107,5 +147,12 @@ COMMANDS = (
         "attention's and the posterior mean's risk against L on the conjugate location model, and their ratio",
         _risk,
         _risk_options,
+    ),
+    Command(
+        "learn",
+        "the supervised read-out <w, attn_a>: gradient descent on n sequences of length L against the L = oo flow, "
+        "the train-test gap and the test-risk floor",
+        _learn,
+        _learn_options,
     ),
 )
