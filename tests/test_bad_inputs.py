@@ -48,6 +48,26 @@ CLI_CASES = [
     ("flow --out {earlier}", 2, "flowsim flow: error: {earlier} holds an earlier run (flowsim flow, started"),
     ("flow --out {foreign} --replace", 2, "flowsim flow: error: cannot write results into {foreign}: it is not empty"),
     ("sgd --mode online --n 100", 2, "flowsim sgd: error: --n is the dataset size of --mode dataset: --mode online"),
+    ("sparse sweep --span 0", 2, "flowsim sparse sweep: error: --span must be a finite number > 0, got 0.0"),
+    ("sparse sweep --mlp-Ts 3", 2, "flowsim sparse sweep: error: Ts of mlp must be an integer >= 4, got 3"),
+    (
+        "latent error --Ls 0",
+        2,
+        "flowsim latent error: error: argument --Ls: must be comma-separated values, each an integer >= 1, got '0'",
+    ),
+    ("latent risk --sigma 0", 2, "flowsim latent risk: error: --sigma must be a finite number > 0, got 0.0"),
+    (
+        "latent error --kernel-max-L 65536",
+        2,
+        "flowsim latent error: error: regression_error would need about 12.5 TiB of memory, more than the 16 GiB "
+        "available on this machine: the Gram matrices (200 sequences x L 65536 x L 65536) alone take 12.5 TiB",
+    ),
+    (
+        "latent learn --Ls 65536 --ns 100000",
+        2,
+        "flowsim latent learn: error: train_readout would need about 1.65 TiB of memory, more than the 16 GiB "
+        "available on this machine: the sequences (4 seeds x (n 100000 + 8000 held out) x L 65536 x d 4) alone",
+    ),
     ("sgd --mode dataset", 2, "flowsim sgd: error: --engine overlaps runs online SGD only: --mode dataset needs"),
     ("sgd --mode dataset --engine rd", 2, "flowsim sgd: error: --mode dataset needs --n, the dataset size"),
     ("sgd --steps 100 --log-every 7", 2, "flowsim sgd: error: --log-every 7 must divide --steps 100"),

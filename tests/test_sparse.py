@@ -207,7 +207,7 @@ def test_the_sweep_command(tmp_path):
     figure are written."""
     from flowsim.cli import main
 
-    arguments = "sparse sweep --Ts 16,32,64 --mlp-Ts 16 --seeds 2 --candidates 3 --rounds 1 --steps 300 --erm-trials 20"
+    arguments = "sparse sweep --Ts 16,32,64 --mlp-Ts 16 --seeds 2 --candidates 2 --rounds 1 --steps 100 --erm-trials 10"
     assert main([*arguments.split(), "--out", str(tmp_path / "out")]) == 0
     table = (tmp_path / "out" / "critical.csv").read_text().splitlines()
     assert table[0].startswith("learner,T,critical_m") and len(table) == 5  # the head at 3 T, the MLP at 1

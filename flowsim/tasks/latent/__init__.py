@@ -20,6 +20,7 @@ from flowsim.tasks.latent._attention import (
 from flowsim.tasks.latent._experiments import (
     AttentionError,
     LocationRisk,
+    MixturePosterior,
     RegressionError,
     attention_error,
     attention_error_figure,
@@ -27,6 +28,8 @@ from flowsim.tasks.latent._experiments import (
     location_risk,
     location_risk_figure,
     location_risk_table,
+    mixture_posterior,
+    mixture_posterior_figure,
     regression_error,
     regression_error_table,
 )
@@ -45,6 +48,7 @@ __all__ = [
     "ConjugateLocation",
     "LocationMixture",
     "LocationRisk",
+    "MixturePosterior",
     "Readout",
     "ReadoutLearning",
     "RegressionError",
@@ -57,6 +61,8 @@ __all__ = [
     "location_risk",
     "location_risk_figure",
     "location_risk_table",
+    "mixture_posterior",
+    "mixture_posterior_figure",
     "multihead_attention",
     "nadaraya_watson",
     "readout_learning",

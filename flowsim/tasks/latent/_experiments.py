@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowsim._checks import as_key, check_count, check_positive
+from flowsim._memory import Need, check_fits
 from flowsim.results import long_table
 from flowsim.tasks.latent._attention import kernel_attention, softmax_attention
 from flowsim.tasks.latent._models import ConjugateLocation, TiltedGaussian
@@ -26,6 +27,7 @@ from flowsim.tasks.latent._models import ConjugateLocation, TiltedGaussian
 __all__ = [
     "AttentionError",
     "LocationRisk",
+    "MixturePosterior",
     "RegressionError",
     "attention_error",
     "attention_error_figure",
@@ -33,6 +35,8 @@ __all__ = [
     "location_risk",
     "location_risk_figure",
     "location_risk_table",
+    "mixture_posterior",
+    "mixture_posterior_figure",
     "regression_error",
     "regression_error_table",
 ]
@@ -323,6 +327,12 @@ def regression_error(key, B, c, noise: float, query, Ls, *, bandwidth: float = 0
         raise ValueError(f"query must be a non-zero vector of shape ({B.shape[1]},), got {query.tolist()}")
     bandwidth, ridge = check_positive("bandwidth", bandwidth), check_positive("ridge", ridge)
     Ls = np.array([check_count("Ls", L, 1) for L in Ls])
+    gram = Need(
+        f"the Gram matrices ({replicates} sequences x L {Ls.max()} x L {Ls.max()})",
+        2 * replicates * int(Ls.max()) ** 2 * 8,
+        "lower the largest L of kernel attention or the replicates",
+    )
+    check_fits("regression_error", [gram])
     arrays = [
         jnp.asarray(x) for x in (B, np.broadcast_to(np.asarray(c, float), B.shape[:1]), query / np.linalg.norm(query))
     ]
@@ -334,3 +344,102 @@ def regression_error(key, B, c, noise: float, query, Ls, *, bandwidth: float = 0
         kernel.append(_mean_and_stderr(np.asarray(errors[1])))
     (s_mean, s_se), (k_mean, k_se) = (np.array(x).T for x in (softmax, kernel))
     return RegressionError(Ls, s_mean, s_se, k_mean, k_se, bandwidth, ridge, replicates)
+
+
+class MixturePosterior(eqx.Module):
+    """The result of `mixture_posterior`.
+
+    **Fields:** `Ls`; `heads` (the numbers of heads tried); `head_parameters` (every head's a, (H_max, d));
+    `tv` and `tv_stderr` (mean total variation between the read-out's posterior and the exact one on held-out
+    sequences, (heads, L)); `prior_tv` (the prior's, (L,)).
+    """
+
+    Ls: np.ndarray
+    heads: np.ndarray
+    head_parameters: np.ndarray
+    tv: np.ndarray
+    tv_stderr: np.ndarray
+    prior_tv: np.ndarray
+
+
+def _fit_readout(features, targets, steps: int, lr: float):
+    """Multinomial logistic regression of the exact posteriors on standardised features (full-batch Adam on the
+    soft cross-entropy); returns the fitted posterior map."""
+    import optax
+
+    mean, scale = features.mean(0), features.std(0) + 1e-12
+    x = (features - mean) / scale
+    params = (jnp.zeros((x.shape[1], targets.shape[1])), jnp.zeros(targets.shape[1]))
+    optimiser = optax.adam(lr)
+
+    def loss(params):
+        return jnp.mean(optax.softmax_cross_entropy(x @ params[0] + params[1], targets))
+
+    def step(carry, _):
+        params, state = carry
+        updates, state = optimiser.update(jax.grad(loss)(params), state, params)
+        return (optax.apply_updates(params, updates), state), None
+
+    (params, _), _ = jax.lax.scan(step, (params, optimiser.init(params)), None, length=steps)
+    return lambda f: jax.nn.softmax(((f - mean) / scale) @ params[0] + params[1], axis=-1)
+
+
+def mixture_posterior(
+    key, mixture, Ls, heads=(1, 2, 3), *, tilt: float = 1.0, n_train: int = 4000, n_test: int = 4000,
+    steps: int = 1000, lr: float = 0.05,
+) -> MixturePosterior:  # fmt: skip
+    """Multi-head attention with a linear read-out against the exact posterior of a mixture, per L and heads.
+
+    Head 1 is uniform attention (a = 0, the keys' mean); head h > 1 tilts by `tilt` along a coordinate axis, and
+    its output minus the first head's estimates scale^2 * a: the heads see the components' scales, which the mean
+    alone cannot. The read-out (`_fit_readout`) is fitted to the exact posteriors of n_train sequences and
+    evaluated on n_test others.
+
+    **Arguments:** `key`; `mixture`: a `LocationMixture`; `Ls`; `heads`: numbers of heads (each >= 1); `tilt` > 0;
+    `n_train`, `n_test`; `steps`, `lr`: the read-out's Adam.
+
+    **Returns:** a `MixturePosterior`.
+    """
+    from flowsim.tasks.latent._attention import multihead_attention
+
+    key = as_key(key)
+    Ls = np.array([check_count("Ls", L, 1) for L in Ls])
+    heads = np.array([check_count("heads", h, 1) for h in heads])
+    tilt = check_positive("tilt", tilt)
+    n_train, n_test, steps = (
+        check_count(n, v, 1) for n, v in (("n_train", n_train), ("n_test", n_test), ("steps", steps))
+    )
+    d = mixture.locations.shape[1]
+    directions = [np.zeros(d)] + [tilt * np.sign(0.5 - (h // d) % 2) * np.eye(d)[h % d] for h in range(heads.max() - 1)]
+    A = np.stack(directions)
+    prior = jnp.asarray(mixture.weights)
+    tv, tv_se, prior_tv = np.empty((len(heads), len(Ls))), np.empty((len(heads), len(Ls))), np.empty(len(Ls))
+    for j, L in enumerate(Ls):
+        key_train, key_test = jax.random.split(jax.random.fold_in(key, int(L)))
+        _, train_keys = mixture.sample(key_train, int(L), n_train)
+        _, test_keys = mixture.sample(key_test, int(L), n_test)
+        exact_train, exact_test = mixture.posterior(train_keys), mixture.posterior(test_keys)
+        prior_tv[j] = float(0.5 * jnp.mean(jnp.sum(jnp.abs(exact_test - prior), -1)))
+        train_all = multihead_attention(jnp.asarray(A), train_keys, train_keys)  # (n, H_max, d)
+        test_all = multihead_attention(jnp.asarray(A), test_keys, test_keys)
+        for i, H in enumerate(heads):
+            fitted = _fit_readout(train_all[:, :H].reshape(n_train, -1), exact_train, steps, lr)
+            distance = 0.5 * np.asarray(jnp.sum(jnp.abs(fitted(test_all[:, :H].reshape(n_test, -1)) - exact_test), -1))
+            tv[i, j], tv_se[i, j] = _mean_and_stderr(distance)
+    return MixturePosterior(Ls, heads, A, tv, tv_se, prior_tv)
+
+
+def mixture_posterior_figure(result: MixturePosterior):
+    """The total variation to the exact posterior against L, one line per number of heads, and the prior's."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
+    ax.plot(result.Ls, result.prior_tv, "k--", label="the prior (no data)")
+    for H, tv, se in zip(result.heads, result.tv, result.tv_stderr, strict=True):
+        ax.errorbar(
+            result.Ls, tv, yerr=2 * se, fmt="o-", ms=4, label=f"{H} head{'s' if H > 1 else ''} + linear read-out"
+        )
+    ax.set(xscale="log", yscale="log", xlabel="input length L", ylabel="mean total variation to the exact posterior")
+    ax.set_title("Multi-head attention against the mixture posterior")
+    ax.legend(fontsize=9)
+    return fig

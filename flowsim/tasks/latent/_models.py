@@ -3,8 +3,8 @@
 - `TiltedGaussian`: keys k | z ~ N(mu_z, Sigma) around a given location mu_z, values v = B k + c. Softmax
   attention with parameter a tends to B(mu_z + Sigma a) + c as L -> oo (the tilted mean).
 - `ConjugateLocation`: z ~ N(0, tau^2 I_d), k_l | z ~ N(z, sigma^2 I_d); its posterior mean and Bayes risk.
-- `LocationMixture`: z one of K locations with prior weights, k_l | z ~ N(z, sigma^2 I_d); its exact
-  discrete posterior.
+- `LocationMixture`: z one of K (location, scale) pairs with prior weights, k_l | z ~ N(location, scale^2 I_d);
+  its exact discrete posterior.
 """
 
 import equinox as eqx
@@ -117,16 +117,17 @@ class ConjugateLocation(eqx.Module):
 
 
 class LocationMixture(eqx.Module):
-    """z one of K locations (prior `weights`), keys k_l | z ~ N(z, sigma^2 I_d).
+    """z = (location_j, scale_j), one of K components (prior `weights`); keys k_l | z ~ N(location_j, scale_j^2 I_d).
 
-    **Arguments:** `locations` (K, d); `weights` (K,), positive, normalised here (default uniform); `sigma` > 0.
+    **Arguments:** `locations` (K, d); `weights` (K,), positive, normalised here (default uniform); `sigma`: the
+    keys' scale, one number (> 0) shared by the components or K of them (a location-scale mixture).
     """
 
     locations: np.ndarray
     weights: np.ndarray
-    sigma: float
+    scales: np.ndarray
 
-    def __init__(self, locations, weights=None, sigma: float = 1.0):
+    def __init__(self, locations, weights=None, sigma=1.0):
         locations = np.asarray(locations, dtype=float)
         if locations.ndim != 2 or not np.isfinite(locations).all():
             raise ValueError(f"LocationMixture.locations must be a finite (K, d) array, got shape {locations.shape}")
@@ -134,21 +135,36 @@ class LocationMixture(eqx.Module):
         weights = np.full(K, 1.0 / K) if weights is None else np.asarray(weights, dtype=float)
         if weights.shape != (K,) or not (np.isfinite(weights).all() and (weights > 0).all()):
             raise ValueError(f"LocationMixture.weights must be {K} positive numbers, got {weights.tolist()}")
-        self.locations, self.weights = locations, weights / weights.sum()
-        self.sigma = check_positive("LocationMixture.sigma", sigma)
+        scales = np.asarray(sigma, dtype=float)
+        scales = np.full(K, scales) if scales.ndim == 0 else scales
+        if scales.shape != (K,) or not (np.isfinite(scales).all() and (scales > 0).all()):
+            raise ValueError(
+                f"LocationMixture.sigma must be a number > 0 or {K} of them, got {np.ravel(sigma).tolist()}"
+            )
+        self.locations, self.weights, self.scales = locations, weights / weights.sum(), scales.copy()
 
     def sample(self, key, L: int, n: int) -> tuple[Int[Array, " n"], Float[Array, "n L d"]]:
         """n sequences: (the component of each (n,), its L keys (n, L, d))."""
         L, n = check_count("L", L, 1), check_count("n", n, 1)
-        key_z, key_k = jax.random.split(as_key(key))
+        return self.draw(as_key(key), L, n)
+
+    def draw(self, key, L: int, n: int):
+        """`sample` without the checks of its arguments (inside compiled code)."""
+        key_z, key_k = jax.random.split(key)
         component = jax.random.choice(key_z, len(self.weights), (n,), p=jnp.asarray(self.weights))
-        noise = self.sigma * jax.random.normal(key_k, (n, L, self.locations.shape[1]))
+        noise = (
+            jax.random.normal(key_k, (n, L, self.locations.shape[1])) * jnp.asarray(self.scales)[component, None, None]
+        )
         return component, jnp.asarray(self.locations)[component][:, None, :] + noise
 
     def posterior(self, keys: Float[Array, "... L d"]) -> Float[Array, "... K"]:
         """The exact posterior P(z = z_j | keys) (Bayes' rule in log space), summing to one."""
-        locations = jnp.asarray(self.locations)
-        # log p(keys | z_j) up to a term free of j: -(L ||z_j||^2 - 2 <sum_l k_l, z_j>) / (2 sigma^2).
-        L = keys.shape[-2]
-        log_likelihood = (jnp.sum(keys, axis=-2) @ locations.T - 0.5 * L * jnp.sum(locations**2, -1)) / self.sigma**2
+        locations, scales = jnp.asarray(self.locations), jnp.asarray(self.scales)
+        L, d = keys.shape[-2:]
+        # log p(keys | j) = -sum_l ||k_l - z_j||^2 / (2 s_j^2) - L d log s_j + const, through the keys'
+        # sums: sum_l ||k_l||^2 - 2 <sum_l k_l, z_j> + L ||z_j||^2.
+        squares = jnp.sum(keys**2, axis=(-2, -1))[..., None]
+        cross = jnp.sum(keys, axis=-2) @ locations.T
+        distances = squares - 2 * cross + L * jnp.sum(locations**2, -1)
+        log_likelihood = -distances / (2 * scales**2) - L * d * jnp.log(scales)
         return jax.nn.softmax(jnp.log(jnp.asarray(self.weights)) + log_likelihood, axis=-1)

@@ -22,9 +22,10 @@ import numpy as np
 
 from flowsim._checks import NON_NEGATIVE, POSITIVE, as_key, at_least, check_choice, check_count
 from flowsim._interrupt import ctrl_c_stops, run_interruptibly
+from flowsim._memory import Need, check_fits
 from flowsim._task import AbstractTask, Parameter
 from flowsim.integrate import traced
-from flowsim.sgd import SGDRun, check_lengths, finish_run, logged_scan, make_run
+from flowsim.sgd import SGDRun, check_lengths, finish_run, logged_needs, logged_scan, make_run
 from flowsim.tasks.latent import _generated
 from flowsim.tasks.latent._attention import softmax_attention
 
@@ -164,6 +165,12 @@ def train_readout(
         raise ValueError(f"batch = {batch} must divide n = {n}")
     check_choice("init", init, task.initialisations)
     n_test = check_count("n_test", n_test, 1)
+    sequences = Need(
+        f"the sequences ({seeds} seeds x (n {n} + {n_test} held out) x L {L} x d {task.d})",
+        2 * seeds * (n + n_test) * L * task.d * 8,  # the keys and the attention's intermediates of their size
+        "lower n, n_test, L or seeds",
+    )
+    check_fits("train_readout", [sequences, logged_needs(seeds, steps // log_every, 7)])
     config = (init, L, n, n_test, batch, steps // log_every, log_every)
     keys = jax.random.split(as_key(key), seeds)
     with ctrl_c_stops():

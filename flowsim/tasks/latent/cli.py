@@ -44,8 +44,6 @@ def _error(args) -> int:
     direction = np.array(A_DIRECTION) / np.linalg.norm(A_DIRECTION)
     a = np.outer(args.norms, direction)
     key = jax.random.key(args.seed)
-    with record.phase("error", f"L E||attn_a - lim||^2 at {len(args.Ls)} L, {args.replicates} sequences each"):
-        result = latent.attention_error(key, model, np.zeros(model.d), a, args.Ls, args.replicates)
     regression_Ls = [L for L in args.Ls if L <= args.kernel_max_L]
     regression = None
     if regression_Ls:
@@ -56,6 +54,8 @@ def _error(args) -> int:
                 bandwidth=args.bandwidth, ridge=args.ridge, replicates=args.kernel_replicates,
             )  # fmt: skip
         record.write_csv("regression_error.csv", latent.regression_error_table(regression))
+    with record.phase("error", f"L E||attn_a - lim||^2 at {len(args.Ls)} L, {args.replicates} sequences each"):
+        result = latent.attention_error(key, model, np.zeros(model.d), a, args.Ls, args.replicates)
     table = latent.attention_error_table(result)
     record.write_csv("attention_error.csv", table)
     parts.save(record, latent.attention_error_figure(result, regression), "attention_error")
@@ -134,6 +134,47 @@ def _learn(args) -> int:
     return parts.finish(record)
 
 
+#: The mixture of the multi-head experiment: two components at the origin with scales 1 and 1.6 (the keys' mean
+#: cannot tell them apart), a third at (1.5, 0) with scale 1.
+MIXTURE_LOCATIONS = ((0.0, 0.0), (0.0, 0.0), (1.5, 0.0))
+MIXTURE_SCALES = (1.0, 1.6, 1.0)
+
+
+def _mixture_options(parser) -> None:
+    option(parser, "--Ls", comma_separated(at_least(1)), "4,8,16,32,64,128,256", "input lengths L, comma-separated")
+    option(parser, "--heads", comma_separated(at_least(1)), "1,2,3", "numbers of heads, comma-separated")
+    option(parser, "--tilt", float, 1.0, "|a| of the tilted heads", POSITIVE)
+    option(parser, "--n-train", int, 4000, "sequences the read-out is fitted on", at_least(1))
+    option(parser, "--n-test", int, 4000, "held-out sequences", at_least(1))
+    output_options(parser, "latent mixture")
+
+
+def _mixture(args) -> int:
+    import jax
+
+    record = parts.record(args)
+    mixture = latent.LocationMixture(np.array(MIXTURE_LOCATIONS), sigma=np.array(MIXTURE_SCALES))
+    with record.phase("mixture", f"heads {args.heads} against the exact posterior at {len(args.Ls)} L"):
+        result = latent.mixture_posterior(
+            jax.random.key(args.seed), mixture, args.Ls, args.heads, tilt=args.tilt, n_train=args.n_train,
+            n_test=args.n_test,
+        )  # fmt: skip
+    H, L = np.meshgrid(result.heads, result.Ls, indexing="ij")
+    table = {
+        "heads": H.ravel(),
+        "L": L.ravel(),
+        "total_variation": result.tv.ravel(),
+        "stderr": result.tv_stderr.ravel(),
+        "prior_total_variation": np.tile(result.prior_tv, len(result.heads)),
+    }
+    record.write_csv("mixture_posterior.csv", table)
+    parts.save(record, latent.mixture_posterior_figure(result), "mixture_posterior")
+    columns = ("total_variation", "stderr", "prior_total_variation")
+    rows = zip(table["heads"], table["L"], *([f"{x:.4g}" for x in table[c]] for c in columns), strict=True)
+    print(format_table(("heads", "L", "TV to the posterior", "stderr", "prior's TV"), rows))
+    return parts.finish(record)
+
+
 #: name, what it does (its --help), the function that runs it, the function that adds its options.
 COMMANDS = (
     Command(
@@ -147,6 +188,12 @@ COMMANDS = (
         "attention's and the posterior mean's risk against L on the conjugate location model, and their ratio",
         _risk,
         _risk_options,
+    ),
+    Command(
+        "mixture",
+        "multi-head attention with a linear read-out against the exact posterior of a location-scale mixture",
+        _mixture,
+        _mixture_options,
     ),
     Command(
         "learn",
