@@ -66,6 +66,14 @@ def _check_sparse_variable_creation(values):
     assert 0.3 < values["power_fit_exponent"] < 0.7 and values["mlp_power_fit_exponent"] > 0.9
 
 
+def _check_latent_posterior_attention(values):
+    # L * MSE at L = 4096 against the derived constant 7.37: 4 standard errors.
+    assert abs(values["scaled_mse_at_4096"] - values["error_constant"]) < 4 * values["scaled_mse_stderr"]
+    assert abs(values["ratio_at_half"] - 1.3643) < 0.05
+    assert values["tv_two_heads"] < values["tv_one_head"] / 10
+    assert values["deviation_L256"] < values["deviation_L16"]
+
+
 CHECKS = {
     "01_task": _check_task,
     "02_derivation": _check_derivation,
@@ -73,6 +81,7 @@ CHECKS = {
     "04_ode_vs_sgd": _check_ode_vs_sgd,
     "05_attention_maps": _check_attention_maps,
     "06_sparse_variable_creation": _check_sparse_variable_creation,
+    "07_latent_posterior_attention": _check_latent_posterior_attention,
 }
 
 
