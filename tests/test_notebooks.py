@@ -95,8 +95,18 @@ def _printed_values(notebook) -> dict[str, float]:
     return values
 
 
-@pytest.mark.parametrize("name", sorted(CHECKS))
+#: The notebooks of the task packages (section 7 on): executed by tests/test_task_notebooks.py, a file of its own,
+#: so that the test suite's two workers (`--dist loadfile`) share the notebooks between them.
+TASK_NOTEBOOKS = ("05_attention_maps", "06_sparse_variable_creation", "07_latent_posterior_attention")
+
+
+@pytest.mark.parametrize("name", sorted(set(CHECKS) - set(TASK_NOTEBOOKS)))
 def test_notebook_executes_and_checks_its_numbers(name):
+    execute_and_check(name)
+
+
+def execute_and_check(name: str) -> None:
+    """Execute notebooks/{name}.ipynb (an error or a failed assert fails) and check its printed numbers."""
     notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     client = NotebookClient(
         notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}

@@ -49,6 +49,14 @@ def _chunk(L: int, replicates: int) -> int:
     return max(1, min(replicates, _CHUNK_ELEMENTS // L))
 
 
+def _over_chunks(errors, key, L: int, replicates: int):
+    """`errors(key, chunk)` (a pytree of arrays (..., chunk)) over enough chunks of sequences for `replicates`:
+    the same pytree with the chunks joined, (..., replicates)."""
+    chunk = _chunk(L, replicates)
+    outputs = jax.lax.map(lambda k: errors(k, chunk), jax.random.split(key, -(-replicates // chunk)))
+    return jax.tree.map(lambda x: jnp.moveaxis(x, 0, -2).reshape(*x.shape[1:-1], -1)[..., :replicates], outputs)
+
+
 def _mean_and_stderr(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard error over the last axis."""
     return values.mean(-1), values.std(-1, ddof=1) / np.sqrt(values.shape[-1])
@@ -73,16 +81,13 @@ class AttentionError(eqx.Module):
 def _squared_errors(model, location, a, key, L: int, replicates: int):
     """||attn_a - lim||^2 for each a (rows of `a`) on the same `replicates` sequences: (A, replicates)."""
     limits = jax.vmap(model.attention_limit, in_axes=(None, 0))(location, a)
-    chunk = _chunk(L, replicates)
 
-    def one(key):
+    def errors(key, chunk):
         keys, values = model.draw(key, location, L, chunk)
         attended = jax.vmap(softmax_attention, in_axes=(0, None, None))(a, keys, values)  # (A, chunk, d_v)
         return jnp.sum((attended - limits[:, None, :]) ** 2, axis=-1)
 
-    blocks = -(-replicates // chunk)
-    errors = jax.lax.map(one, jax.random.split(key, blocks))  # (blocks, A, chunk)
-    return jnp.moveaxis(errors, 1, 0).reshape(a.shape[0], -1)[:, :replicates]
+    return _over_chunks(errors, key, L, replicates)
 
 
 def attention_error(key, model: TiltedGaussian, location, a, Ls, replicates: int = 2000) -> AttentionError:
@@ -192,18 +197,15 @@ class LocationRisk(eqx.Module):
 @functools.partial(jax.jit, static_argnames=("L", "replicates"))
 def _location_errors(model, a, key, L: int, replicates: int):
     """Squared errors of attention's estimates (one per row of a) and of the posterior mean: (A, n), (n,)."""
-    chunk = _chunk(L, replicates)
 
-    def one(key):
+    def errors(key, chunk):
         z, keys = model.sample(key, L, chunk)
         attended = jax.vmap(softmax_attention, in_axes=(0, None, None))(a, keys, keys)  # values = keys
         estimate = jax.vmap(model.attention_estimate)(attended, a)
         posterior = model.posterior_mean(keys)
         return jnp.sum((estimate - z) ** 2, -1), jnp.sum((posterior - z) ** 2, -1)
 
-    attention, posterior = jax.lax.map(one, jax.random.split(key, -(-replicates // chunk)))
-    attention = jnp.moveaxis(attention, 1, 0).reshape(a.shape[0], -1)[:, :replicates]
-    return attention, posterior.reshape(-1)[:replicates]
+    return _over_chunks(errors, key, L, replicates)
 
 
 def location_risk(key, model: ConjugateLocation, a_norms, Ls, replicates: int = 2000) -> LocationRisk:
