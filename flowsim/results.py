@@ -44,7 +44,10 @@ __all__ = [
 ]
 
 #: Packages whose versions a run record names.
-PACKAGES = ("flowsim", "jax", "jaxlib", "diffrax", "equinox", "optimistix", "sympy", "numpy", "scipy", "matplotlib")
+PACKAGES = (
+    "flowsim", "jax", "jaxlib", "diffrax", "equinox", "optimistix", "lineax", "optax",
+    "sympy", "numpy", "scipy", "matplotlib",
+)  # fmt: skip
 
 # Read once: os.umask can only be read by setting it. mkstemp creates files readable by their
 # owner only; results get the permissions an ordinary open() would give them.
