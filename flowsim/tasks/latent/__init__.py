@@ -30,6 +30,7 @@ from flowsim.tasks.latent._experiments import (
     location_risk_table,
     mixture_posterior,
     mixture_posterior_figure,
+    mixture_posterior_table,
     regression_error,
     regression_error_table,
 )
@@ -39,6 +40,7 @@ from flowsim.tasks.latent._readout import (
     ReadoutLearning,
     readout_learning,
     readout_learning_figure,
+    readout_learning_table,
     readout_overlaps,
     train_readout,
 )
@@ -63,10 +65,12 @@ __all__ = [
     "location_risk_table",
     "mixture_posterior",
     "mixture_posterior_figure",
+    "mixture_posterior_table",
     "multihead_attention",
     "nadaraya_watson",
     "readout_learning",
     "readout_learning_figure",
+    "readout_learning_table",
     "readout_overlaps",
     "regression_error",
     "regression_error_table",

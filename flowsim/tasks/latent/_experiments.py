@@ -37,6 +37,7 @@ __all__ = [
     "location_risk_table",
     "mixture_posterior",
     "mixture_posterior_figure",
+    "mixture_posterior_table",
     "regression_error",
     "regression_error_table",
 ]
@@ -121,11 +122,7 @@ def attention_error(key, model: TiltedGaussian, location, a, Ls, replicates: int
 def attention_error_table(result: AttentionError) -> dict[str, np.ndarray]:
     """One row per (a, L): |a|, L MSE, its standard error, the predicted limit."""
     norms = np.linalg.norm(result.a, axis=-1)
-    values = {
-        "scaled_mse": result.scaled_mse,
-        "stderr": result.stderr,
-        "predicted_limit": np.repeat(result.predicted[:, None], len(result.Ls), axis=1),
-    }
+    values = {"scaled_mse": result.scaled_mse, "stderr": result.stderr, "predicted_limit": result.predicted[:, None]}
     return long_table([{"a_norm": norms}, {"L": result.Ls}], values)
 
 
@@ -239,14 +236,13 @@ def location_risk(key, model: ConjugateLocation, a_norms, Ls, replicates: int = 
 
 def location_risk_table(result: LocationRisk) -> dict[str, np.ndarray]:
     """One row per (|a|, L): attention's risk, the posterior mean's, the Bayes risk, their ratio, its limit."""
-    shape = result.attention.shape
-    values = {
+    values = {  # long_table broadcasts the per-L columns (L,) and the per-|a| limit (A, 1) to the grid
         "attention_risk": result.attention,
         "attention_stderr": result.attention_stderr,
-        "posterior_mean_risk": np.broadcast_to(result.posterior, shape),
-        "bayes_risk": np.broadcast_to(result.bayes, shape),
+        "posterior_mean_risk": result.posterior,
+        "bayes_risk": result.bayes,
         "ratio_to_bayes": result.attention / result.bayes,
-        "ratio_limit": np.broadcast_to(result.ratio_limit[:, None], shape),
+        "ratio_limit": result.ratio_limit[:, None],
     }
     return long_table([{"a_norm": result.a_norms}, {"L": result.Ls}], values)
 
@@ -429,6 +425,12 @@ def mixture_posterior(
             distance = 0.5 * np.asarray(jnp.sum(jnp.abs(fitted(test_all[:, :H].reshape(n_test, -1)) - exact_test), -1))
             tv[i, j], tv_se[i, j] = _mean_and_stderr(distance)
     return MixturePosterior(Ls, heads, A, tv, tv_se, prior_tv)
+
+
+def mixture_posterior_table(result: MixturePosterior) -> dict[str, np.ndarray]:
+    """One row per (heads, L): the total variation to the exact posterior, its standard error, the prior's."""
+    values = {"total_variation": result.tv, "stderr": result.tv_stderr, "prior_total_variation": result.prior_tv}
+    return long_table([{"heads": result.heads}, {"L": result.Ls}], values)
 
 
 def mixture_posterior_figure(result: MixturePosterior):

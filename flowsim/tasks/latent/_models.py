@@ -146,11 +146,7 @@ class LocationMixture(eqx.Module):
     def sample(self, key, L: int, n: int) -> tuple[Int[Array, " n"], Float[Array, "n L d"]]:
         """n sequences: (the component of each (n,), its L keys (n, L, d))."""
         L, n = check_count("L", L, 1), check_count("n", n, 1)
-        return self.draw(as_key(key), L, n)
-
-    def draw(self, key, L: int, n: int):
-        """`sample` without the checks of its arguments (inside compiled code)."""
-        key_z, key_k = jax.random.split(key)
+        key_z, key_k = jax.random.split(as_key(key))
         component = jax.random.choice(key_z, len(self.weights), (n,), p=jnp.asarray(self.weights))
         noise = (
             jax.random.normal(key_k, (n, L, self.locations.shape[1])) * jnp.asarray(self.scales)[component, None, None]

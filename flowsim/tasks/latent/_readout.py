@@ -25,6 +25,7 @@ from flowsim._interrupt import ctrl_c_stops, run_interruptibly
 from flowsim._memory import Need, check_fits
 from flowsim._task import AbstractTask, Parameter
 from flowsim.integrate import traced
+from flowsim.results import long_table
 from flowsim.sgd import SGDRun, check_lengths, finish_run, logged_needs, logged_scan, make_run
 from flowsim.tasks.latent import _generated
 from flowsim.tasks.latent._attention import softmax_attention
@@ -34,6 +35,7 @@ __all__ = [
     "ReadoutLearning",
     "readout_learning",
     "readout_learning_figure",
+    "readout_learning_table",
     "readout_overlaps",
     "train_readout",
 ]
@@ -271,6 +273,18 @@ def readout_learning(task: Readout, key, Ls, ns, *, lr: float = 0.05, steps: int
             deviation[i, j] = np.median(compare(run).deviation.max(axis=1))
     bayes = task.eps**2 + task.sigma**2 * task.tau**2 / (task.sigma**2 + Ls * task.tau**2)
     return ReadoutLearning(Ls, ns, train, test, deviation, bayes, lr * steps, options["n_test"])
+
+
+def readout_learning_table(result: ReadoutLearning) -> dict[str, np.ndarray]:
+    """One row per (L, n): the end risks on the training set and held out, the deviation from the flow and the
+    Bayes risk from the keys."""
+    values = {
+        "train_risk": result.train_risk,
+        "test_risk": result.test_risk,
+        "deviation_from_flow": result.deviation,
+        "bayes_risk": result.bayes[:, None],
+    }
+    return long_table([{"L": result.Ls}, {"n": result.ns}], values)
 
 
 def readout_learning_figure(result: ReadoutLearning):

@@ -117,15 +117,7 @@ def _learn(args) -> int:
         result = latent.readout_learning(
             task, jax.random.key(args.seed), args.Ls, args.ns, lr=args.lr, steps=args.steps, seeds=args.seeds
         )
-    L, n = np.meshgrid(result.Ls, result.ns, indexing="ij")
-    table = {
-        "L": L.ravel(),
-        "n": n.ravel(),
-        "train_risk": result.train_risk.ravel(),
-        "test_risk": result.test_risk.ravel(),
-        "deviation_from_flow": result.deviation.ravel(),
-        "bayes_risk": np.repeat(result.bayes, len(result.ns)),
-    }
+    table = latent.readout_learning_table(result)
     record.write_csv("readout_learning.csv", table)
     parts.save(record, latent.readout_learning_figure(result), "readout_learning")
     columns = ("train_risk", "test_risk", "deviation_from_flow", "bayes_risk")
@@ -159,14 +151,7 @@ def _mixture(args) -> int:
             jax.random.key(args.seed), mixture, args.Ls, args.heads, tilt=args.tilt, n_train=args.n_train,
             n_test=args.n_test,
         )  # fmt: skip
-    H, L = np.meshgrid(result.heads, result.Ls, indexing="ij")
-    table = {
-        "heads": H.ravel(),
-        "L": L.ravel(),
-        "total_variation": result.tv.ravel(),
-        "stderr": result.tv_stderr.ravel(),
-        "prior_total_variation": np.tile(result.prior_tv, len(result.heads)),
-    }
+    table = latent.mixture_posterior_table(result)
     record.write_csv("mixture_posterior.csv", table)
     parts.save(record, latent.mixture_posterior_figure(result), "mixture_posterior")
     columns = ("total_variation", "stderr", "prior_total_variation")
