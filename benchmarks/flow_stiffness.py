@@ -1,14 +1,15 @@
-"""Which solver for which regime: explicit Tsit5 against implicit Kvaerno5 over d, and a fixed step.
+"""Which solver for which regime: explicit Tsit5, linearly implicit Rosenbrock4, implicit Kvaerno5 over d.
 
 The projected flow on the overlaps stiffens with the dimension d (the field's
 scale grows with s = sqrt(d / 2)). For batches of sphere initial conditions at
 lam = 0.1 and lam = 0.9 and each d, this integrates to t = 100 with
-`slr.solve_flow(..., solver=diffrax.Tsit5())` and `solver=diffrax.Kvaerno5()` (default
-tolerances rtol = 1e-10, atol = 1e-12) and reports the wall time with compile excluded,
+`slr.solve_flow(..., solver=...)` for each solver of --solvers (default tolerances rtol = 1e-10,
+atol = 1e-12, or --rtol / --atol) and reports the wall time with compile excluded,
 the mean / max number of steps (accepted + rejected; the batch is vmapped, so it steps
 until its slowest trajectory ends), failures, how many trajectories would have failed
-under the default max_steps = 100000 (the runs use a raised --max-steps) and the max
-deviation between the two solvers at t = 100.
+under the default max_steps = 100000 (the runs use a raised --max-steps), the max
+deviation of each solver from the last one listed at t = 100, and each solver's mean steps at
+every d over those at the smallest d (a solver whose cost does not grow with d keeps it near 1).
 
 Compile is excluded by first calling each (d, solver) on a tiny horizon with the same
 shapes and static options (the same compiled program); lam is passed as a JAX array so
@@ -36,11 +37,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowsim import slr
+from flowsim.integrate import ATOL, RTOL, Rosenbrock4
 from flowsim.tasks.slr import _generated as generated
 
 ALPHAS = (0.05, 0.02, 0.01, 0.005, 0.002, 0.001)
 DEFAULT_MAX_STEPS = 100_000
-SOLVERS = {"Tsit5": diffrax.Tsit5(), "Kvaerno5": diffrax.Kvaerno5()}
+SOLVERS = {"Tsit5": diffrax.Tsit5(), "Rosenbrock4": Rosenbrock4(), "Kvaerno5": diffrax.Kvaerno5()}
 
 
 def parse_args():
@@ -52,6 +54,11 @@ def parse_args():
     parser.add_argument("--L", type=int, default=10)
     parser.add_argument("--t1", type=float, default=100.0)
     parser.add_argument("--max-steps", type=int, default=2_000_000, help="step budget of both solvers")
+    parser.add_argument(
+        "--solvers", type=str, default=",".join(SOLVERS), help="comma-separated, of " + ",".join(SOLVERS)
+    )
+    parser.add_argument("--rtol", type=float, default=RTOL)
+    parser.add_argument("--atol", type=float, default=ATOL)
     parser.add_argument("--no-map", action="store_true", help="skip the fixed-step map part")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -63,13 +70,18 @@ def parse_args():
     if len(args.batches) != len(args.dims):
         parser.error("--batches needs one value or one per d")
     args.lams = [float(lam) for lam in args.lams.split(",")]
+    args.solvers = args.solvers.split(",")
+    if not set(args.solvers) <= set(SOLVERS):
+        parser.error(f"--solvers: each one of {', '.join(SOLVERS)}")
+    if not args.no_map and "Kvaerno5" not in args.solvers:
+        parser.error("the map part compares with Kvaerno5: add it to --solvers or pass --no-map")
     return args
 
 
-def solve(d, L, lam, m0, ts, solver, max_steps):
+def solve(d, L, lam, m0, ts, solver, max_steps, rtol=RTOL, atol=ATOL):
     problem = slr.Problem(d=d, L=L, lam=jnp.asarray(lam))
     start = time.perf_counter()
-    result = slr.solve_flow(problem, m0, ts, solver=solver, max_steps=max_steps)
+    result = slr.solve_flow(problem, m0, ts, solver=solver, max_steps=max_steps, rtol=rtol, atol=atol)
     result.ys.block_until_ready()
     return time.perf_counter() - start, result
 
@@ -80,12 +92,13 @@ def run_solvers(args):
     rows, compile_s, finals = {}, {}, {}
     for d, batch in zip(args.dims, args.batches, strict=True):
         m0 = slr.initial_overlaps(jax.random.PRNGKey(args.seed), d, batch, "sphere")
-        for name, solver in SOLVERS.items():
-            first, _ = solve(d, args.L, args.lams[0], m0, ts * 1e-9, solver, args.max_steps)
-            second, _ = solve(d, args.L, args.lams[0], m0, ts * 1e-9, solver, args.max_steps)
+        for name in args.solvers:
+            solver, tolerances = SOLVERS[name], (args.rtol, args.atol)
+            first, _ = solve(d, args.L, args.lams[0], m0, ts * 1e-9, solver, args.max_steps, *tolerances)
+            second, _ = solve(d, args.L, args.lams[0], m0, ts * 1e-9, solver, args.max_steps, *tolerances)
             compile_s[d, name] = first - second
             for lam in args.lams:
-                wall, result = solve(d, args.L, lam, m0, ts, solver, args.max_steps)
+                wall, result = solve(d, args.L, lam, m0, ts, solver, args.max_steps, *tolerances)
                 steps = np.asarray(result.num_steps)
                 ok = np.asarray(result.ok)
                 rows[d, lam, name] = dict(
@@ -102,56 +115,65 @@ def run_solvers(args):
                     f"{steps.max()}, failures {int((~ok).sum())}",
                     flush=True,
                 )
-    deviations = {}
+    deviations, reference = {}, args.solvers[-1]
     for d in args.dims:
         for lam in args.lams:
-            (y_e, ok_e), (y_i, ok_i) = finals[d, lam, "Tsit5"], finals[d, lam, "Kvaerno5"]
-            both = ok_e & ok_i
-            deviations[d, lam] = float(np.abs(y_e[both] - y_i[both]).max()) if both.any() else float("nan")
+            y_r, ok_r = finals[d, lam, reference]
+            for name in args.solvers[:-1]:
+                y, ok = finals[d, lam, name]
+                both = ok & ok_r
+                deviations[d, lam, name] = float(np.abs(y[both] - y_r[both]).max()) if both.any() else float("nan")
     return rows, compile_s, deviations, finals
 
 
 def print_solver_tables(args, rows, compile_s, deviations):
+    reference = args.solvers[-1]
     print(
-        f"\n## Tsit5 vs Kvaerno5 to t = {args.t1:g} (rtol 1e-10, atol 1e-12, max_steps {args.max_steps:g} "
-        f"for both; compile excluded)"
+        f"\n## {', '.join(args.solvers)} to t = {args.t1:g} (rtol {args.rtol:g}, atol {args.atol:g}, max_steps "
+        f"{args.max_steps:g} for all; compile excluded)"
     )
     header = (
-        f"{'d':>6} {'lam':>4} {'B':>4} {'solver':<9} {'wall s':>8} {'ms/traj':>8} {'steps mean':>11} "
-        f"{'steps max':>10} {'fail':>4} {'>=1e5 steps':>11} {'compile s':>9} {'max|Tsit5-Kv5|':>15}"
+        f"{'d':>6} {'lam':>4} {'B':>4} {'solver':<11} {'wall s':>8} {'ms/traj':>8} {'steps mean':>11} "
+        f"{'steps max':>10} {'fail':>4} {'>=1e5 steps':>11} {'compile s':>9} {f'max|. - {reference}|':>18}"
     )
     print(header)
     print("-" * len(header))
     for d in args.dims:
         for lam in args.lams:
-            for name in SOLVERS:
+            for name in args.solvers:
                 row = rows[d, lam, name]
-                deviation = f"{deviations[d, lam]:.1e}" if name == "Kvaerno5" else ""
+                deviation = f"{deviations[d, lam, name]:.1e}" if name != reference else ""
                 print(
-                    f"{d:>6} {lam:>4} {row['batch']:>4} {name:<9} {row['wall']:>8.2f} "
+                    f"{d:>6} {lam:>4} {row['batch']:>4} {name:<11} {row['wall']:>8.2f} "
                     f"{row['wall'] / row['batch'] * 1e3:>8.1f} {row['mean_steps']:>11.0f} {row['max_steps']:>10} "
-                    f"{row['failures']:>4} {row['over_default']:>11} {compile_s[d, name]:>9.1f} {deviation:>15}"
+                    f"{row['failures']:>4} {row['over_default']:>11} {compile_s[d, name]:>9.1f} {deviation:>18}"
                 )
 
-    print("\n## Recommendation (cheaper solver by wall time, compile excluded)")
-    header = f"{'d':>6} " + " ".join(f"{f'lam={lam}':>26}" for lam in args.lams) + f" {'recommended':>12}"
-    print(header)
-    print("-" * len(header))
+    smallest = args.dims[0]
+    print(f"\n## Mean steps at each d over those at d = {smallest} (same lam)")
+    print(f"{'d':>6} {'lam':>4} " + " ".join(f"{name:>11}" for name in args.solvers))
     for d in args.dims:
-        cells, winners = [], []
         for lam in args.lams:
-            explicit, implicit = rows[d, lam, "Tsit5"], rows[d, lam, "Kvaerno5"]
-            if explicit["failures"] or implicit["failures"]:
-                failed = [n for n, r in (("Tsit5", explicit), ("Kvaerno5", implicit)) if r["failures"]]
-                winner = "Kvaerno5" if failed == ["Tsit5"] else "Tsit5" if failed == ["Kvaerno5"] else "?"
-                cells.append(f"{winner} ({'/'.join(failed)} failed)")
-            else:
-                ratio = explicit["wall"] / implicit["wall"]
-                winner = "Kvaerno5" if ratio > 1 else "Tsit5"
-                cells.append(f"{winner} ({max(ratio, 1 / ratio):.1f}x faster)")
-            winners.append(winner)
-        overall = winners[0] if len(set(winners)) == 1 else "depends on lam"
-        print(f"{d:>6} " + " ".join(f"{cell:>26}" for cell in cells) + f" {overall:>12}")
+            ratios = [
+                rows[d, lam, name]["mean_steps"] / rows[smallest, lam, name]["mean_steps"] for name in args.solvers
+            ]
+            print(f"{d:>6} {lam:>4} " + " ".join(f"{ratio:>11.2f}" for ratio in ratios))
+
+    print("\n## Fastest solver without failures, by wall time (compile excluded)")
+    print(f"{'d':>6} " + " ".join(f"{f'lam={lam}':>34}" for lam in args.lams))
+    for d in args.dims:
+        cells = []
+        for lam in args.lams:
+            walls = {name: rows[d, lam, name]["wall"] for name in args.solvers if not rows[d, lam, name]["failures"]}
+            if not walls:
+                cells.append("every solver failed")
+                continue
+            ranked = sorted(walls, key=walls.get)
+            runner_up = (
+                f", {walls[ranked[1]] / walls[ranked[0]]:.1f}x faster than {ranked[1]}" if len(ranked) > 1 else ""
+            )
+            cells.append(f"{ranked[0]}{runner_up}")
+        print(f"{d:>6} " + " ".join(f"{cell:>34}" for cell in cells))
 
 
 def map_metrics(d, L, lam, m0, alpha, t1, reference):

@@ -32,12 +32,12 @@ def format_bytes(nbytes: float) -> str:
 
 
 def available_bytes() -> tuple[int, str]:
-    """The memory free for a new computation on JAX's default device, and where it was read.
+    """The memory free for a new computation on this process's first device, and where it was read.
 
     **Returns:** (bytes, source): the device's limit minus what is in use where JAX reports them
     (GPUs), else the host's available memory (MemAvailable of /proc/meminfo, or the free pages).
     """
-    device = jax.devices()[0]
+    device = jax.local_devices()[0]  # of several processes, only its own devices can be read
     stats = device.memory_stats() if hasattr(device, "memory_stats") else None
     if stats and "bytes_limit" in stats:
         return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0)), f"free on {device.device_kind}"

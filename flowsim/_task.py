@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
@@ -187,6 +189,11 @@ class AbstractTask(eqx.Module):
         """The number of state coordinates."""
         return len(self.state_names)
 
+    @property
+    def autonomous(self) -> bool:
+        """Whether the flow does not depend on time: no scheduled parameter, or a fixed value in it."""
+        return self.scheduled is None or not isinstance(getattr(self, self.scheduled), AbstractSchedule)
+
     def schedule(self) -> AbstractSchedule:
         """The scheduled parameter as a schedule (a fixed number as a `Constant`)."""
         if self.scheduled is None:
@@ -196,7 +203,7 @@ class AbstractTask(eqx.Module):
 
     def at(self, t) -> "AbstractTask":
         """The task with its scheduled parameter evaluated at time t (itself if it has none)."""
-        if self.scheduled is None or not isinstance(getattr(self, self.scheduled), AbstractSchedule):
+        if self.autonomous:
             return self
         value = getattr(self, self.scheduled)(t)
         return eqx.tree_at(lambda task: getattr(task, self.scheduled), self, value)
@@ -232,9 +239,37 @@ def _fields(task) -> dict:
 # --- a task's methods as functions f(t, y, task), the form `integrate` and `evaluate` take ----
 
 
+@eqx.filter_custom_jvp
 def task_vector_field(t, y, task: AbstractTask):
-    """`task.vector_field(t, y)`, with the task as the argument the engine's solvers pass along."""
+    """`task.vector_field(t, y)`, with the task as the argument the engine's solvers pass along.
+
+    Its derivative in y is the task's own `jacobian` (a generated closed form, for a task that has
+    one), so that implicit solvers, which take the field's JVPs at every step, never trace the
+    derivative of the field's thousands of operations; derivatives in t and in the task's
+    parameters, where asked for, go through autodiff.
+    """
     return task.vector_field(t, y)
+
+
+@task_vector_field.def_jvp
+def _task_vector_field_jvp(primals, tangents):
+    t, y, task = primals
+    t_dot, y_dot, task_dot = tangents
+    value = task.vector_field(t, y)
+    tangent = jnp.zeros_like(value)
+    if y_dot is not None:
+        tangent = tangent + task.jacobian(t, y) @ y_dot
+    t_dot = None if task.autonomous else t_dot
+    if t_dot is not None or jax.tree.leaves(task_dot):
+        # Only the differentiated parts are traced (the field of an autonomous task has no t-derivative).
+        asked = jax.tree.map(lambda dot: dot is not None, task_dot, is_leaf=lambda x: x is None)
+        dynamic, static = eqx.partition(task, asked)
+        t_dot = jnp.zeros_like(t) if t_dot is None else t_dot
+        _, other = jax.jvp(
+            lambda s, part: eqx.combine(part, static).vector_field(s, y), (t, dynamic), (t_dot, task_dot)
+        )
+        tangent = tangent + other
+    return value, tangent
 
 
 def task_risk(t, y, task: AbstractTask):

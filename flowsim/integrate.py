@@ -20,9 +20,22 @@ from flowsim import _status
 from flowsim._interrupt import Interrupted, checking_enabled, ctrl_c_stops, run_interruptibly
 from flowsim._memory import Need, check_fits
 from flowsim._status import Failure, Status
-from flowsim._task import check_states, task_jacobian, task_risk, task_vector_field
+from flowsim._task import check_states, images, task_jacobian, task_risk, task_vector_field
+from flowsim.devices import shard_batch
+from flowsim.rosenbrock import Rosenbrock4
 
-__all__ = ["Failure", "Status", "Trajectories", "evaluate", "integrate", "solve_flow", "traced"]
+__all__ = [
+    "Failure",
+    "Rosenbrock4",
+    "Status",
+    "Trajectories",
+    "choose_solver",
+    "evaluate",
+    "explicit_steps",
+    "integrate",
+    "solve_flow",
+    "traced",
+]
 
 #: Default tolerances of the PID controller. The flows are smooth and trajectories
 #: are compared to 1e-7 (scipy) and near fixed points to 1e-10, so the solves are
@@ -126,7 +139,8 @@ def integrate(
     - `observe`: optional scalar observable `observe(t, y, args)` recorded at the saved times.
     - `valid`, `invalid_reasons`: rows known to be invalid are not solved and are reported
       with status INVALID_INITIAL_CONDITION and the given reason.
-    - `solver`: a Diffrax solver (default Tsit5; an implicit one such as Kvaerno5 for stiff flows).
+    - `solver`: a Diffrax solver (default Tsit5; for stiff flows `Rosenbrock4` or an implicit one such as
+      Kvaerno5; `solve_flow` chooses with `choose_solver`).
     - `rtol`, `atol`: tolerances of the PID step-size controller.
     - `max_steps`: step budget per trajectory.
     - `steady_state_tol`: if given, a trajectory stops once |field| < this tolerance;
@@ -207,8 +221,9 @@ SEGMENTS = 16
 
 def _solve_at_once(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress):
     meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
-    solved = _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, meter)
-    return (*solved, False)
+    placed = shard_batch(y0)  # the starts split over every device (flowsim.devices; a no-op on one)
+    solved = _solve(field, placed.value, ts, args, solver, controller, max_steps, steady_state_tol, meter)
+    return (*placed.gather(solved), False)
 
 
 def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress):
@@ -238,10 +253,11 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
         for segment in range(count):
             first = segment * k
             saved = min(k, intervals - first) + 1
+            placed = shard_batch(jnp.asarray(start))  # over every device, as in `_solve_at_once`
             outputs, interrupted = run_interruptibly(
                 _solve,
                 field,
-                jnp.asarray(start),
+                placed.value,
                 jnp.asarray(padded[first : first + k + 1]),
                 args,
                 solver,
@@ -250,7 +266,7 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
                 steady_state_tol,
                 meter,
             )
-            s_ys, s_final, s_t, s_status, s_why, s_steps = (np.asarray(x) for x in outputs)
+            s_ys, s_final, s_t, s_status, s_why, s_steps = (np.asarray(x) for x in placed.gather(outputs))
             live = ~done
             ys[live, first : first + saved] = s_ys[live, :saved]
             y_final[live], t_final[live] = s_final[live], s_t[live]
@@ -326,24 +342,61 @@ def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol,
 #: only while h |lambda| stays below it for the Jacobian's eigenvalues lambda.
 EXPLICIT_STABILITY = 3.5
 
+#: Above this many explicit steps per trajectory (the stability bound of `explicit_steps`), the flow is
+#: solved with `Rosenbrock4`. Its steps are set by accuracy alone (at the engine's tolerances about 10 000
+#: to 30 000 to t = 100 for single-location regression, whatever d) and cost about twice an explicit step
+#: (BENCHMARKS.md), so below this bound the explicit Tsit5 is as fast or faster.
+STIFF_STEPS = 50_000
+
+#: States whose Jacobians `explicit_steps` evaluates at once.
+_ESTIMATE_CHUNK = 64
+_jacobians = jax.vmap(task_jacobian, (None, 0, None))
+
 
 def explicit_steps(task, y0, t_span: float, t: float = 0.0) -> float:
     """About how many steps an explicit solver (Tsit5) takes over `t_span`, bound by stability alone.
 
-    The spectral radius of the task's Jacobian at the starts, times t_span, over
-    `EXPLICIT_STABILITY`: where this exceeds the steps accuracy needs, the flow is stiff there and
-    an implicit solver (Kvaerno5) takes far fewer steps. An estimate from the starts only.
+    The largest spectral radius of the task's Jacobian at the starts and at the task's targets (where
+    its flows go: the stiffness of a gradient flow is often largest near its minimisers), times t_span,
+    over `EXPLICIT_STABILITY`. Where this exceeds the steps accuracy needs, the flow is stiff and an
+    implicit solver takes far fewer steps.
 
     **Arguments:**
 
     - `task`: an `AbstractTask`; `y0`: states (batch, n); `t_span`: the length of the solve;
       `t`: the time of the starts.
 
-    **Returns:** the estimate for the stiffest start.
+    **Returns:** the estimate for the stiffest of those states.
     """
-    jacobians = evaluate(jax.vmap(task_jacobian, (None, 0, None)), jnp.asarray(t, float), jnp.asarray(y0), task)
-    radius = float(np.max(np.abs(np.linalg.eigvals(np.asarray(jacobians)))))
+    states = np.asarray(y0, dtype=float).reshape(-1, task.dimension)
+    targets = np.asarray(task.targets, dtype=float)
+    if targets.ndim == 2 and targets.shape[1] == task.dimension:
+        states = np.concatenate([states, images(task, targets).reshape(-1, task.dimension)])
+    states = states[np.isfinite(states).all(axis=1)]
+    # In chunks of one size (padded with the first state), so that every batch size shares one program.
+    padded = np.concatenate([states, np.repeat(states[:1], -len(states) % _ESTIMATE_CHUNK, axis=0)])
+    radius = 0.0
+    for chunk in padded.reshape(-1, _ESTIMATE_CHUNK, task.dimension):
+        eigenvalues = np.linalg.eigvals(np.asarray(evaluate(_jacobians, jnp.asarray(t, float), chunk, task)))
+        radius = max(radius, float(np.max(np.abs(eigenvalues[np.isfinite(eigenvalues)]), initial=0.0)))
     return radius * float(t_span) / EXPLICIT_STABILITY
+
+
+def choose_solver(task, y0, t_span: float, t: float = 0.0) -> tuple[diffrax.AbstractSolver, str]:
+    """The solver for a flow from these starts: explicit Tsit5, or `Rosenbrock4` where the flow is stiff.
+
+    The rule: `Rosenbrock4` when `explicit_steps` exceeds `STIFF_STEPS`, else Tsit5.
+
+    **Returns:** the solver and a sentence saying why it was chosen.
+    """
+    steps = explicit_steps(task, y0, t_span, t)
+    estimate = (
+        f"an explicit solver needs about {steps:.2g} steps per trajectory (the Jacobian's spectral radius at the "
+        f"starts and targets times t = {t_span:g}, over its stability bound)"
+    )
+    if steps > STIFF_STEPS:
+        return Rosenbrock4(), f"the flow is stiff: {estimate}; solving with the linearly implicit Rosenbrock4"
+    return diffrax.Tsit5(), f"the flow is not stiff: {estimate}; solving with the explicit Tsit5"
 
 
 def solve_flow(task, y0, ts, **options) -> Trajectories:
@@ -356,13 +409,17 @@ def solve_flow(task, y0, ts, **options) -> Trajectories:
       (`task.unrealizable`) are reported, not solved.
     - `ts`: increasing times at which to save; the flow starts at ts[0].
     - `options`: passed to `integrate` (solver, rtol, atol, max_steps, steady_state_tol, progress);
-      defaults: `task.flow_solver()` and max_steps = `task.flow_max_steps()`.
+      defaults: `task.flow_solver()`, else the solver of `choose_solver` (Tsit5, or `Rosenbrock4` for a
+      stiff flow), and max_steps = `task.flow_max_steps()`.
 
     **Returns:** a `Trajectories` with the risk along the way in `observed` and a status per
     trajectory (see `failures()`).
     """
     y0, valid, reasons = check_states(task, y0)
     options = {"max_steps": task.flow_max_steps(), **task.flow_solver(), **options}
+    if options.get("solver") is None and valid.any():
+        ts_host = np.asarray(ts, dtype=float)
+        options["solver"] = choose_solver(task, y0[valid], float(ts_host[-1] - ts_host[0]), float(ts_host[0]))[0]
     try:
         return integrate(
             task_vector_field, y0, ts, task, observe=task_risk, valid=valid, invalid_reasons=reasons, **options

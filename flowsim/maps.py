@@ -10,6 +10,7 @@ from flowsim import _status
 from flowsim._checks import check_count, check_positive
 from flowsim._status import Failure, Status
 from flowsim._task import check_states, task_risk
+from flowsim.devices import shard_batch
 from flowsim.integrate import evaluate, traced
 
 __all__ = ["MapTrajectories", "iterate_map", "risk_along"]
@@ -70,7 +71,8 @@ def iterate_map(task, y0, alpha: float, steps: int, *, log_every: int = 1) -> Ma
     if not valid.all():
         raise ValueError(reasons[int(np.argmin(valid))])
     task = traced(task)
-    ys = _iterate(jnp.asarray(y0), jnp.asarray(alpha, dtype=float), task, steps // log_every, log_every)
+    batch = shard_batch(jnp.asarray(y0))  # the states split over every device (a no-op on one)
+    ys = batch.gather(_iterate(batch.value, jnp.asarray(alpha, dtype=float), task, steps // log_every, log_every))
     logged_steps = np.arange(0, steps + 1, log_every)
     times = alpha * logged_steps.astype(float)
     risk = evaluate(risk_along, jnp.asarray(times), ys, task)

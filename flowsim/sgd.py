@@ -18,6 +18,7 @@ from flowsim._interrupt import Interrupted, ctrl_c_stops, run_interruptibly, sto
 from flowsim._memory import Need, check_fits, format_bytes, tree_bytes
 from flowsim._status import Failure, Status
 from flowsim._task import check_states
+from flowsim.devices import shard_batch
 from flowsim.integrate import evaluate, traced
 from flowsim.maps import risk_along
 
@@ -227,16 +228,17 @@ def run_sgd(
         ],
     )
     task = traced(task)
+    # The seeds (their keys, and their starts if given) split over every device (a no-op on one).
+    placed = shard_batch((jax.random.split(key, seeds), y0))
     with ctrl_c_stops():
         logged, interrupted = run_interruptibly(
             _run_chain,
             task,
             jnp.asarray(lr, dtype=float),
-            jax.random.split(key, seeds),
-            y0,
+            *placed.value,
             (init if y0 is None else None, steps // log_every, log_every, batch, largest_chunk),
         )
-    return finish_run(make_run(task, lr, steps, log_every, *logged), interrupted)
+    return finish_run(make_run(task, lr, steps, log_every, *placed.gather(logged)), interrupted)
 
 
 def init_states(task, init, seeds: int):

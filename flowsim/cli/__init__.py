@@ -15,8 +15,12 @@ inside the commands.
 """
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from flowsim._interrupt import checking
@@ -137,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         check(args)
         if args.progress is None:
             args.progress = sys.stderr.isatty()
-        with checking():  # every solve is interruptible (in segments): Ctrl-C keeps what was computed
+        # Under srun (or given a coordinator) the processes join one set of devices (docs/devices.md);
+        # every solve is interruptible (in segments): Ctrl-C keeps what was computed.
+        with _cluster_member(args), checking():
             return args.run(args)
     except ValueError as error:
         # Invalid input found once the run's folder was made (e.g. by a memory estimate): a run that wrote
@@ -155,6 +161,34 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as error:
         _close(args, "error", f"{type(error).__name__}: {error}")
         raise
+
+
+@contextlib.contextmanager
+def _cluster_member(args) -> Iterator[None]:
+    """The command as one process of a cluster (`flowsim.devices.initialize_cluster`), if it is one.
+
+    Every process runs the whole command on the same inputs: the batches are split over every
+    process's devices and the results gathered back to each. Process 0 writes --out and prints;
+    the others write into a scratch folder, deleted at the end, and print nothing on stdout.
+    Alone (no cluster), the command runs as it is.
+    """
+    from flowsim.devices import initialize_cluster
+
+    if not initialize_cluster():
+        yield
+        return
+    import jax
+
+    if jax.process_index() == 0:
+        yield
+        return
+    with (
+        tempfile.TemporaryDirectory(prefix=f"flowsim-process-{jax.process_index()}-") as scratch,
+        open(os.devnull, "w") as quiet,
+        contextlib.redirect_stdout(quiet),
+    ):
+        args.out, args.replace, args.progress = os.path.join(scratch, "out"), False, False
+        yield
 
 
 def _close(args, status: str, reason: str, interruption: KeyboardInterrupt | None = None) -> None:

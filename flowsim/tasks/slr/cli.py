@@ -45,7 +45,7 @@ DESCRIPTION = (
 _EXPERIMENTS = {experiment.name: experiment for experiment in slr.EXPERIMENTS}
 _POPULATION = _EXPERIMENTS["sphere_small_lambda"]
 _SGD = _EXPERIMENTS["sgd_sphere_schedule"]
-_SOLVERS = ("tsit5", "kvaerno5")
+_SOLVERS = ("tsit5", "rosenbrock4", "kvaerno5")
 #: The step budget of `verify_convergence`'s solves, which the demo's comparison uses too (see `_demo`).
 _FLOW_MAX_STEPS = 2_000_000
 #: Saved times of `verify`'s solves (`verify_convergence`'s default), which the demo's SGD logs match.
@@ -117,8 +117,9 @@ def _flow_options(parser) -> None:
         "--solver",
         choices=("auto", *_SOLVERS),
         default="auto",
-        help="explicit Tsit5, implicit Kvaerno5 for stiff flows, or auto: Kvaerno5 where the Jacobian at the starts "
-        f"says Tsit5 would need more than {_STIFF_STEPS} steps (for a map taken by a rule: the task's Kvaerno3)",
+        help="explicit Tsit5; linearly implicit Rosenbrock4 or implicit Kvaerno5 for stiff flows; or auto: "
+        "Rosenbrock4 where the Jacobian at the starts and at (k*, v*) says Tsit5 would need more steps than "
+        "flowsim.integrate.STIFF_STEPS (for a map taken by a rule: the task's Kvaerno3)",
     )
     option(parser, "--max-steps", int, _FLOW_MAX_STEPS, "solver steps per trajectory before it fails", at_least(1))
 
@@ -391,28 +392,20 @@ def _baseline_risks(problem: slr.Problem, key, bayes_samples: int) -> dict:
     return {"predictor": predictor, "risk": np.array(risk), "stderr": np.array(stderr), "how": how}
 
 
-#: Above this many explicit steps per trajectory (stability-bound), `--solver auto` takes Kvaerno5.
-_STIFF_STEPS = 100_000
+def _choose_solver(args, problem, m0):
+    """--solver, or for `auto` the engine's choice (`flowsim.integrate.choose_solver`), said before the solve."""
+    import diffrax
 
+    from flowsim.integrate import Rosenbrock4, choose_solver
 
-def _choose_solver(args, problem, m0) -> str:
-    """--solver, or for `auto` the one that fits: said before the solve starts, with the estimate behind it."""
-    from flowsim.integrate import explicit_steps
-
-    steps = explicit_steps(problem, m0, args.t_max)
-    stiff = (
-        f"the flow is stiff at these starts: an explicit solver needs about {steps:.2g} steps per trajectory "
-        f"(the Jacobian's spectral radius times t = {args.t_max:g}, over its stability bound)"
-    )
+    chosen, why = choose_solver(problem, m0, args.t_max)
     if args.solver == "auto":
-        if steps <= _STIFF_STEPS:
-            return "tsit5"
-        print(f"flowsim flow: {stiff}: solving with the implicit kvaerno5", file=sys.stderr)
-        return "kvaerno5"
-    if args.solver == "tsit5" and steps > min(_STIFF_STEPS, args.max_steps):
-        beyond = f", more than --max-steps {args.max_steps}" if steps > args.max_steps else ""
-        print(f"flowsim flow: warning: {stiff}{beyond}: --solver kvaerno5 (or auto) takes it", file=sys.stderr)
-    return args.solver
+        print(f"flowsim flow: {why}", file=sys.stderr)
+        return chosen, type(chosen).__name__
+    if args.solver == "tsit5" and isinstance(chosen, Rosenbrock4):
+        print(f"flowsim flow: warning: {why.split(';')[0]}: --solver rosenbrock4 (or auto) takes it", file=sys.stderr)
+    solver = {"tsit5": diffrax.Tsit5, "rosenbrock4": Rosenbrock4, "kvaerno5": diffrax.Kvaerno5}[args.solver]()
+    return solver, type(solver).__name__
 
 
 def _flow(args) -> int:
@@ -421,7 +414,6 @@ def _flow(args) -> int:
     problem = _problem(args, args.decay, args.alpha)
     init = _given_overlaps(args.init)
     record = parts.record(args)
-    import diffrax
 
     from flowsim import figures
 
@@ -435,8 +427,8 @@ def _flow(args) -> int:
         options = {}
         name = f"{type(problem.flow_solver()['solver']).__name__}, the task's default for {problem.attention}"
     else:
-        name = _choose_solver(args, problem, m0)
-        options = {"solver": {"tsit5": diffrax.Tsit5, "kvaerno5": diffrax.Kvaerno5}[name]()}
+        solver, name = _choose_solver(args, problem, m0)
+        options = {"solver": solver}
     with record.phase("integrate", f"{args.n} trajectories to t = {args.t_max:g} ({name})"):
         solved = slr.solve_flow(problem, m0, ts, max_steps=args.max_steps, progress=args.progress, **options)
     endpoints = parts.write_trajectories(record, solved, problem, "trajectories", "trajectory")

@@ -1,0 +1,214 @@
+"""The engine's batches over every device JAX sees: several GPUs, several CPU devices, several hosts.
+
+The engine's batched computations (`integrate`'s solve, `iterate_map`, `run_sgd`'s chain) compute
+each row of their batch on its own. With more than one device, `shard_batch` splits the rows over
+a 1-D mesh of all of them (`batch_mesh`, `NamedSharding(mesh, P("batch"))`), padded to a multiple
+of the device count with copies of row 0; the jitted computation, unchanged, is then partitioned
+by XLA (each device computes its rows), and `ShardedBatch.gather` drops the padding and brings the
+whole result back to every process, as arrays on its default device. Every row is computed as on
+one device, so the results are the same numbers. With one device both are no-ops: nothing is
+copied or padded, and the same program is compiled as without them.
+
+Several processes (hosts) join one mesh through `jax.distributed`: `initialize_cluster` (called
+by the command line) starts it under SLURM's `srun` or from explicit coordinates. Every process
+then runs the same program on the same inputs (the same seed), computes its devices' rows, and
+receives every row. docs/devices.md has the commands.
+"""
+
+import contextlib
+import contextvars
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+__all__ = [
+    "BATCH_AXIS",
+    "ShardedBatch",
+    "batch_mesh",
+    "initialize_cluster",
+    "shard_batch",
+    "sharding_enabled",
+    "unsharded",
+]
+
+#: The name of the mesh axis the batch is split over.
+BATCH_AXIS = "batch"
+
+#: Whether `shard_batch` splits batches here (`unsharded` turns it off within a block).
+_ENABLED = contextvars.ContextVar("flowsim_sharding", default=True)
+
+
+def initialize_cluster(
+    coordinator_address: str | None = None, num_processes: int | None = None, process_id: int | None = None
+) -> bool:
+    """Join the processes of a cluster into one set of devices (`jax.distributed.initialize`), when there is one.
+
+    Called before any JAX computation (the command line calls it first). A cluster is:
+
+    - the arguments, when `coordinator_address` is given (with `num_processes` and `process_id`);
+    - else the environment variables `FLOWSIM_COORDINATOR_ADDRESS` (or JAX's own
+      `JAX_COORDINATOR_ADDRESS`), `FLOWSIM_NUM_PROCESSES` and `FLOWSIM_PROCESS_ID`;
+    - else a SLURM job step of more than one task (`srun`: SLURM_STEP_NUM_TASKS > 1), whose
+      coordinator, process count and id JAX reads from SLURM's variables.
+
+    Otherwise (one process), or with `FLOWSIM_DISTRIBUTED=0`, nothing is done. A second call does nothing.
+
+    **Arguments:**
+
+    - `coordinator_address`: "host:port" of process 0, reachable from every process.
+    - `num_processes`: the number of processes; `process_id`: this one's, in 0 .. num_processes - 1.
+
+    **Returns:** whether this process is part of a cluster of several processes.
+    """
+    if jax.distributed.is_initialized():
+        return True
+    if os.environ.get("FLOWSIM_DISTRIBUTED", "1") == "0":
+        return False
+    environ = os.environ
+    address = (
+        coordinator_address or environ.get("FLOWSIM_COORDINATOR_ADDRESS") or environ.get("JAX_COORDINATOR_ADDRESS")
+    )
+    if address is not None:
+        count = num_processes if num_processes is not None else _integer("FLOWSIM_NUM_PROCESSES")
+        index = process_id if process_id is not None else _integer("FLOWSIM_PROCESS_ID")
+        if count is None or index is None:
+            raise ValueError(
+                f"a coordinator address ({address}) needs the number of processes and this process's id: "
+                "FLOWSIM_NUM_PROCESSES and FLOWSIM_PROCESS_ID (or the arguments num_processes, process_id)"
+            )
+        jax.distributed.initialize(address, num_processes=count, process_id=index)
+        return True
+    if int(environ.get("SLURM_STEP_NUM_TASKS", "1")) > 1:
+        jax.distributed.initialize(cluster_detection_method="slurm")
+        return True
+    return False
+
+
+def _integer(name: str) -> int | None:
+    text = os.environ.get(name)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {text!r}") from None
+
+
+def batch_mesh() -> Mesh:
+    """The 1-D mesh over every device of every process (`jax.devices()`), its one axis named `BATCH_AXIS`.
+
+    Its axis is `AxisType.Auto`: the jitted computations are partitioned by XLA from their inputs' sharding.
+    """
+    devices = tuple(jax.devices())
+    return jax.make_mesh((len(devices),), (BATCH_AXIS,), axis_types=(AxisType.Auto,), devices=devices)
+
+
+def sharding_enabled() -> bool:
+    """Whether `shard_batch` splits batches here: more than one device, and not within `unsharded()`."""
+    return _ENABLED.get() and jax.device_count() > 1
+
+
+@contextlib.contextmanager
+def unsharded() -> Iterator[None]:
+    """Within this block the engine computes its batches on the default device alone, as on a one-device machine.
+
+    With several processes, each then computes every row itself.
+    """
+    token = _ENABLED.set(False)
+    try:
+        yield
+    finally:
+        _ENABLED.reset(token)
+
+
+@dataclass(frozen=True)
+class ShardedBatch:
+    """A batch placed for a computation (`shard_batch`), and how to take its results back.
+
+    **Fields:**
+
+    - `value`: the pytree to compute with: the input itself, or its arrays padded to `rows` rows
+      and split over `batch_mesh()`.
+    - `size`: the rows of the input; `rows`: the rows of `value` (a multiple of the device count).
+    - `sharded`: whether `value` is split over several devices.
+    """
+
+    value: Any
+    size: int
+    rows: int
+    sharded: bool
+
+    def gather(self, outputs):
+        """The results of the computation on `value`, as if it had run on the input on one device.
+
+        **Arguments:**
+
+        - `outputs`: a pytree whose arrays have the batch (`rows` rows) on their first axis; other
+          leaves pass unchanged.
+
+        **Returns:** the same pytree, each array with its first `size` rows (the padding dropped),
+        whole on every process, on the default device. Unsharded: `outputs` itself.
+        """
+        if not self.sharded:
+            return outputs
+
+        def whole(x):
+            if not isinstance(x, jax.Array):
+                return x
+            if x.is_fully_addressable:
+                host = np.asarray(x)
+            else:
+                from jax.experimental import multihost_utils
+
+                host = multihost_utils.process_allgather(x, tiled=True)
+            return jnp.asarray(host[: self.size])
+
+        return jax.tree.map(whole, outputs)
+
+
+def shard_batch(tree, *, enabled: bool = True) -> ShardedBatch:
+    """Place a batch over every device: its rows split over `batch_mesh()` (`NamedSharding(mesh, P("batch"))`).
+
+    The rows are padded to a multiple of the device count with copies of row 0 (static shapes: one
+    compiled program per batch size); `ShardedBatch.gather` drops them from the results. Every
+    process must pass the same values (e.g. drawn from the same seed): each places its own
+    devices' rows (`jax.make_array_from_callback`). With one device, within `unsharded()`, or with
+    `enabled` False, nothing is done: `value` is `tree` itself.
+
+    **Arguments:**
+
+    - `tree`: an array, or a pytree of arrays (PRNG key arrays included, None leaves allowed),
+      all with the same number of rows on their first axis; row 0 must be a valid row.
+    - `enabled`: False leaves the batch where it is (e.g. for a computation run from the host in pieces).
+
+    **Returns:** a `ShardedBatch`.
+    """
+    leaves = jax.tree.leaves(tree)
+    sizes = {int(np.shape(leaf)[0]) for leaf in leaves}
+    if len(sizes) != 1:
+        raise ValueError(f"every array of a batch must have the same number of rows, got {sorted(sizes)}")
+    size = sizes.pop()
+    if not (enabled and sharding_enabled()):
+        return ShardedBatch(tree, size, size, False)
+    mesh = batch_mesh()
+    devices = mesh.devices.size
+    rows = -(-size // devices) * devices
+    sharding = NamedSharding(mesh, PartitionSpec(BATCH_AXIS))
+    return ShardedBatch(jax.tree.map(lambda x: _place(x, rows, sharding), tree), size, rows, True)
+
+
+def _place(x, rows: int, sharding: NamedSharding):
+    """x padded to `rows` rows with copies of row 0, as a global array split by `sharding`."""
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        data = _place(jax.random.key_data(x), rows, sharding)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+    host = np.asarray(x)
+    if rows > len(host):
+        host = np.concatenate([host, np.repeat(host[:1], rows - len(host), axis=0)])
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])

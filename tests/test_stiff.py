@@ -1,0 +1,164 @@
+"""The stiff flow: the field's derivative from the generated Jacobian, the Rosenbrock solver, the solver rule.
+
+Independent routes: autodiff of the field (the custom JVP), a high-accuracy Tsit5 solve (the order of
+`Rosenbrock4`), scipy's LSODA given the generated Jacobian (the solves of the stiff SLR flow).
+"""
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate as scipy_integrate
+
+from flowsim import schedules, slr
+from flowsim._task import task_vector_field
+from flowsim.integrate import STIFF_STEPS, Rosenbrock4, choose_solver, evaluate, explicit_steps, traced
+from flowsim.tasks.slr import _generated as generated
+
+
+def _test_field(t, y, args):
+    """Nonlinear and non-autonomous, so that every term of the method (and f_t) is exercised."""
+    return jnp.array([y[1] * jnp.cos(t), -y[0] ** 3 + jnp.sin(2 * t) - 0.5 * y[1]])
+
+
+Y0 = jnp.array([1.0, 0.3])
+
+
+def _solve(solver, steps=None, t1=2.0, controller=None):
+    return diffrax.diffeqsolve(
+        diffrax.ODETerm(_test_field),
+        solver,
+        0.0,
+        t1,
+        None if steps is None else t1 / steps,
+        Y0,
+        stepsize_controller=controller or diffrax.ConstantStepSize(),
+        max_steps=100_000,
+    ).ys[-1]
+
+
+def test_rosenbrock4_has_order_four_and_an_order_three_error_estimate():
+    """Halving a fixed step divides the global error by 2^4 and the step's error estimate (the
+    difference to the embedded order-3 method, a local error of order 4) by 2^4 too. Measured ratios
+    16.4 to 17.3 for the global error at 10 to 160 steps (the asymptotic 16 is approached from above),
+    15.5 for the estimate: the band [14, 18.5] separates order 4 from orders 3 (8) and 5 (32)."""
+    reference = _solve(diffrax.Tsit5(), controller=diffrax.PIDController(rtol=1e-14, atol=1e-14))
+    errors = [float(jnp.max(jnp.abs(_solve(Rosenbrock4(), n) - reference))) for n in (20, 40, 80, 160)]
+    ratios = np.array(errors[:-1]) / np.array(errors[1:])
+    assert np.all((ratios > 14) & (ratios < 18.5)), ratios
+    term, solver = diffrax.ODETerm(_test_field), Rosenbrock4()
+
+    def estimate(h):
+        state = solver.init(term, 0.0, h, Y0, None)
+        return float(jnp.max(jnp.abs(solver.step(term, 0.0, h, Y0, None, state, False)[1])))
+
+    assert 14 < estimate(0.1) / estimate(0.05) < 18.5
+
+
+def test_rosenbrock4_solves_a_stiff_linear_problem_in_steps_set_by_accuracy():
+    """y' = lam (y - cos t) - sin t (solution cos t): at lam = -1e2 and -1e4 the error stays below 1e-7
+    at rtol 1e-8 and the steps do not grow like |lam| (an explicit solver would need |lam| t / 3.5, 3e5
+    at lam = -1e4; measured 5 885 and 31 512 steps)."""
+    for lam, most in ((-1e2, 10_000), (-1e4, 50_000)):
+
+        def field(t, y, args, lam=lam):
+            return lam * (y - jnp.cos(t)) - jnp.sin(t)
+
+        solution = diffrax.diffeqsolve(
+            diffrax.ODETerm(field),
+            Rosenbrock4(),
+            0.0,
+            10.0,
+            None,
+            jnp.array([1.0]),
+            saveat=diffrax.SaveAt(ts=jnp.linspace(0.0, 10.0, 7)),
+            stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10),
+            max_steps=100_000,
+        )
+        assert float(jnp.max(jnp.abs(solution.ys[:, 0] - jnp.cos(solution.ts)))) < 1e-7
+        assert int(solution.stats["num_steps"]) < most
+
+
+# ---------------------------------------------------------------------------------------------
+# The field's derivative: the generated Jacobian against autodiff
+
+
+def _plain_field(t, y, task):
+    return task.vector_field(t, y)
+
+
+@pytest.mark.parametrize("scheduled", [False, True])
+def test_field_jvp_equals_autodiff(scheduled, key):
+    """The JVP of `task_vector_field` (generated Jacobian in y; autodiff in t and the parameters) equals
+    forward-mode autodiff through the field's own operations, to 1e-10 relative (both are exact; they
+    differ by the rounding of two different expressions of the same derivative)."""
+    lam = schedules.InverseTimeDecay(0.8, 0.01, 1e-3) if scheduled else 0.8
+    task = traced(slr.Problem(d=40, L=4, lam=lam, gamma=0.7, eps=0.1))
+    y = jnp.array([0.3, 0.25, 0.1, -0.05, 0.2])
+    t = jnp.asarray(1.5)
+    dy, dt = jax.random.normal(key, (5,)), jnp.asarray(0.7)
+    dtask = jax.tree.map(jnp.ones_like, task)
+
+    def jvp(field):
+        return jax.jvp(field, (t, y, task), (dt, dy, dtask))[1]
+
+    custom, plain = evaluate(jvp, task_vector_field), evaluate(jvp, _plain_field)
+    np.testing.assert_allclose(custom, plain, rtol=1e-10, atol=1e-12)
+    # In y alone, the generated Jacobian itself.
+    jacobian = evaluate(jax.jacfwd(task_vector_field, 1), t, y, task)
+    np.testing.assert_allclose(jacobian, evaluate(task.jacobian, t, y), rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The stiff SLR flow
+
+
+def _lsoda(problem, m0, t_max):
+    """scipy's LSODA given the generated Jacobian, at rtol 1e-11: the independent route."""
+    parameters = (problem.d, problem.L, problem.lam, problem.gamma, problem.eps)
+    field = jax.jit(lambda y: generated.flow(*y, *parameters))
+    jacobian = jax.jit(lambda y: generated.jacobian(*y, *parameters))
+    ends = []
+    for start in np.asarray(m0):
+        solution = scipy_integrate.solve_ivp(
+            lambda t, y: np.asarray(field(y)),
+            (0.0, t_max),
+            start,
+            method="LSODA",
+            jac=lambda t, y: np.asarray(jacobian(y)),
+            rtol=1e-11,
+            atol=1e-13,
+        )
+        assert solution.success
+        ends.append(solution.y[:, -1])
+    return np.array(ends)
+
+
+def test_solver_rule_takes_rosenbrock_where_the_flow_is_stiff(key):
+    """Tsit5 at d = 80 (about 1 500 explicit steps to t = 100 by the Jacobian at (k*, v*): radius 54),
+    Rosenbrock4 at d = 40 000 (about 1.2e6: radius 4.1e4 ~ d); the estimate grows like d."""
+    small, large = slr.Problem(d=80, L=10, lam=0.1), slr.Problem(d=40_000, L=10, lam=0.1)
+    small_m0, large_m0 = (slr.initial_overlaps(key, problem.d, 8, "sphere") for problem in (small, large))
+    assert isinstance(choose_solver(small, small_m0, 100.0)[0], diffrax.Tsit5)
+    solver, why = choose_solver(large, large_m0, 100.0)
+    assert isinstance(solver, Rosenbrock4) and "stiff" in why
+    estimates = explicit_steps(small, small_m0, 100.0), explicit_steps(large, large_m0, 100.0)
+    assert 400 < estimates[1] / estimates[0] < 1000 and estimates[1] > STIFF_STEPS, estimates
+
+
+def test_stiff_flow_steps_do_not_grow_with_d(key):
+    """Rosenbrock4 (the rule's choice) from 4 sphere starts to t = 100 at d = 400 and d = 40 000: the end
+    points equal LSODA's (given the generated Jacobian, rtol 1e-11) to 1e-7 (the saved-state accuracy
+    flowsim's tests ask of every solve against scipy), and the steps at d = 40 000 are within 3x of those
+    at d = 400 (Tsit5 needs ~35 d: 1.4 million; BENCHMARKS.md)."""
+    ts = np.linspace(0.0, 100.0, 3)
+    steps = {}
+    for d in (400, 40_000):
+        problem = slr.Problem(d=d, L=10, lam=0.1)
+        m0 = slr.initial_overlaps(jax.random.fold_in(key, d), d, 4, "sphere")
+        solved = slr.solve_flow(problem, m0, ts, solver=Rosenbrock4())
+        assert np.asarray(solved.ok).all()
+        np.testing.assert_allclose(np.asarray(solved.y_final), _lsoda(problem, m0, 100.0), rtol=0, atol=1e-7)
+        steps[d] = float(np.mean(np.asarray(solved.num_steps)))
+    assert steps[40_000] < 3 * steps[400], steps
