@@ -32,9 +32,11 @@ __all__ = [
     "ShardedBatch",
     "batch_mesh",
     "initialize_cluster",
+    "over_batch",
     "shard_batch",
     "sharding_enabled",
     "unsharded",
+    "use_host_cores",
 ]
 
 #: The name of the mesh axis the batch is split over.
@@ -88,6 +90,42 @@ def initialize_cluster(
         jax.distributed.initialize(cluster_detection_method="slurm")
         return True
     return False
+
+
+#: How many JAX devices `use_host_cores` splits the host CPU into, if set (1: leave it one device).
+HOST_DEVICES_VARIABLE = "FLOWSIM_HOST_DEVICES"
+
+
+def use_host_cores(count: int | None = None) -> int:
+    """Split the host CPU into `count` JAX devices, so that the engine's batches use every core.
+
+    XLA runs a computation's loop on one core of a CPU device; as several devices
+    (`--xla_force_host_platform_device_count`), each core runs its share of the batch (`shard_batch`).
+    Only possible before JAX starts its backends: afterwards, and where XLA_FLAGS already sets a
+    device count, nothing is changed. The command line calls it first. GPU runs are unaffected (the
+    flag only concerns the CPU platform).
+
+    **Arguments:**
+
+    - `count`: the number of devices (default: `FLOWSIM_HOST_DEVICES`, else the cores this process
+      may use).
+
+    **Returns:** the number of CPU devices asked for (0 if nothing was changed).
+    """
+    from jax._src import xla_bridge
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" in flags or xla_bridge.backends_are_initialized():
+        return 0
+    if count is None:
+        count = _integer(HOST_DEVICES_VARIABLE)
+    if count is None:
+        count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if count < 1:
+        raise ValueError(f"{HOST_DEVICES_VARIABLE} must be an integer >= 1, got {count}")
+    if count > 1:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()
+    return count
 
 
 def _integer(name: str) -> int | None:
@@ -201,6 +239,43 @@ def shard_batch(tree, *, enabled: bool = True) -> ShardedBatch:
     rows = -(-size // devices) * devices
     sharding = NamedSharding(mesh, PartitionSpec(BATCH_AXIS))
     return ShardedBatch(jax.tree.map(lambda x: _place(x, rows, sharding), tree), size, rows, True)
+
+
+def over_batch(function, sharded: bool):
+    """`function(batch, *rest)` computed by each device on its own rows of `batch` (`jax.shard_map`).
+
+    For a computation whose length depends on its rows (a vmapped adaptive solve, a while loop): each
+    device runs its own loop to its own rows' end, with no exchange between devices at each
+    iteration, which XLA's automatic partitioning of a batched loop would need. `rest` is replicated.
+    Used inside a jitted function, on a batch placed by `shard_batch`, whose `sharded` it is given (a
+    static argument of the jitted function: the choice is made where the batch was placed, not where
+    the function is traced, which may be another thread).
+
+    **Arguments:**
+
+    - `function`: maps a batch (arrays with the batch on their first axis) and replicated arguments
+      to outputs with the batch on their first axis.
+    - `sharded`: `ShardedBatch.sharded` of the batch; if False, `function` itself is returned.
+
+    **Returns:** the function to call in its place.
+    """
+    if not sharded:
+        return function
+    mesh = batch_mesh()
+
+    def on_rows(batch, rest):
+        return function(batch, *rest)
+
+    # check_vma off: Diffrax's loops mix replicated and per-device values in their carries, which the
+    # check cannot type; every output is per-device (the batch axis) by construction.
+    mapped = jax.shard_map(
+        on_rows,
+        mesh=mesh,
+        in_specs=(PartitionSpec(BATCH_AXIS), PartitionSpec()),
+        out_specs=PartitionSpec(BATCH_AXIS),
+        check_vma=False,
+    )
+    return lambda batch, *rest: mapped(batch, rest)
 
 
 def _place(x, rows: int, sharding: NamedSharding):

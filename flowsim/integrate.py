@@ -21,7 +21,7 @@ from flowsim._interrupt import Interrupted, checking_enabled, ctrl_c_stops, run_
 from flowsim._memory import Need, check_fits
 from flowsim._status import Failure, Status
 from flowsim._task import check_states, images, task_jacobian, task_risk, task_vector_field
-from flowsim.devices import shard_batch
+from flowsim.devices import over_batch, shard_batch
 from flowsim.rosenbrock import Rosenbrock4
 
 __all__ = [
@@ -222,7 +222,9 @@ SEGMENTS = 16
 def _solve_at_once(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress):
     meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
     placed = shard_batch(y0)  # the starts split over every device (flowsim.devices; a no-op on one)
-    solved = _solve(field, placed.value, ts, args, solver, controller, max_steps, steady_state_tol, meter)
+    solved = _solve(
+        field, placed.value, ts, args, solver, controller, max_steps, steady_state_tol, meter, placed.sharded
+    )
     return (*placed.gather(solved), False)
 
 
@@ -265,6 +267,7 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
                 max_steps,
                 steady_state_tol,
                 meter,
+                placed.sharded,
             )
             s_ys, s_final, s_t, s_status, s_why, s_steps = (np.asarray(x) for x in placed.gather(outputs))
             live = ~done
@@ -288,7 +291,7 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
 
 
 @eqx.filter_jit
-def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress_meter):
+def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress_meter, sharded=False):
     term = diffrax.ODETerm(field)
     saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)])
     event = None
@@ -299,7 +302,7 @@ def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol,
 
         event = diffrax.Event(at_steady_state)
 
-    def one(y0):
+    def one(y0, ts, args):
         solution = diffrax.diffeqsolve(
             term,
             solver,
@@ -335,7 +338,8 @@ def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol,
         )
         return saved, final[0], solution.ts[1][0], status, why, solution.stats["num_steps"]
 
-    return jax.vmap(one)(y0)
+    # Each device steps its own rows until its own slowest trajectory ends (no exchange per step).
+    return over_batch(jax.vmap(one, (0, None, None)), sharded)(y0, ts, args)
 
 
 #: Where Tsit5's region of absolute stability ends on the negative real axis: a step h is stable

@@ -18,7 +18,7 @@ from flowsim._interrupt import Interrupted, ctrl_c_stops, run_interruptibly, sto
 from flowsim._memory import Need, check_fits, format_bytes, tree_bytes
 from flowsim._status import Failure, Status
 from flowsim._task import check_states
-from flowsim.devices import shard_batch
+from flowsim.devices import over_batch, shard_batch
 from flowsim.integrate import evaluate, traced
 from flowsim.maps import risk_along
 
@@ -236,7 +236,7 @@ def run_sgd(
             task,
             jnp.asarray(lr, dtype=float),
             *placed.value,
-            (init if y0 is None else None, steps // log_every, log_every, batch, largest_chunk),
+            (init if y0 is None else None, steps // log_every, log_every, batch, largest_chunk, placed.sharded),
         )
     return finish_run(make_run(task, lr, steps, log_every, *placed.gather(logged)), interrupted)
 
@@ -266,7 +266,7 @@ def init_states(task, init, seeds: int):
 
 @eqx.filter_jit
 def _run_chain(task, lr, seed_keys, y0, config):
-    init, logs, log_every, batch, largest_chunk = config
+    init, logs, log_every, batch, largest_chunk, sharded = config
 
     def one_seed(seed_key, y0):
         key_init, key_data = jax.random.split(seed_key)
@@ -281,6 +281,7 @@ def _run_chain(task, lr, seed_keys, y0, config):
 
         return logged_scan(step, lambda y, index: [y], y0, logs, log_every, draw, largest_chunk)
 
+    # Each device runs its own seeds' chains (flowsim.devices.over_batch; vmap alone on one device).
     if y0 is None:
-        return jax.vmap(lambda k: one_seed(k, None))(seed_keys)
-    return jax.vmap(one_seed)(seed_keys, y0)
+        return over_batch(jax.vmap(lambda k: one_seed(k, None)), sharded)(seed_keys)
+    return over_batch(jax.vmap(lambda pair: one_seed(*pair)), sharded)((seed_keys, y0))

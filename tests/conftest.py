@@ -1,9 +1,25 @@
-"""Shared test setup: float64 (importing flowsim enables it) and common fixtures."""
+"""Shared test setup: float64 (importing flowsim enables it), a shared compilation cache, common fixtures."""
+
+import os
+import tempfile
+from pathlib import Path
+
+# JAX's persistent compilation cache, shared by the two pytest-xdist workers and the notebooks' kernels
+# (they inherit the environment; set before JAX starts): a program compiled by one is loaded by the others,
+# and by the next run on this machine. Keyed by the program and JAX's version, so never stale.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(tempfile.gettempdir()) / "flowsim-tests-jax-cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import jax
 import pytest
 
 import flowsim  # noqa: F401  (enables float64)
+
+# In case a plugin imported JAX before this file: its configuration, not only the environment.
+jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+jax.config.update(
+    "jax_persistent_cache_min_compile_time_secs", float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"])
+)
 
 
 @pytest.fixture(scope="session")

@@ -59,8 +59,10 @@ def _flowsim(arguments: str, env=None) -> subprocess.CompletedProcess:
 def processes(tmp_path_factory):
     """{name: future of (completed process, output folder)}: every subprocess run, queued at once."""
     base = tmp_path_factory.mktemp("processes")
-    env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(base / "jax-cache"))
-    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    env = dict(os.environ)  # with the session's compilation cache (tests/conftest.py)
+    # One JAX device, as the runs in this process: their files are compared byte for byte (and the other
+    # test worker keeps its core). Several devices are checked against one in tests/test_devices.py.
+    env["FLOWSIM_HOST_DEVICES"] = "1"
     regular_file = base / "a-file"
     regular_file.write_text("")
 

@@ -98,8 +98,8 @@ SGD = ("ys", "first_bad", "stopped_at")
 sharded = fields(slr.run_sgd(problem, key, **options), SGD + ("risk",))
 with devices.unsharded():
     whole = fields(slr.run_sgd(problem, key, **options), SGD + ("risk",))
-    # Each device's seeds through the chain run_sgd compiles: (init, logs, log_every, batch, largest chunk).
-    keys, config = jax.random.split(key, 3), (None, 4, 10, 1, 256)
+    # Each device's seeds through the chain run_sgd compiles: (init, logs, log_every, batch, largest chunk, sharded).
+    keys, config = jax.random.split(key, 3), (None, 4, 10, 1, 256, False)
     parts_sgd = []
     for rows in (np.array([0, 1]), np.array([2, 0])):
         logged = sgd._run_chain(traced(problem), jax.numpy.asarray(0.05), keys[rows], starts[rows], config)

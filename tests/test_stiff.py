@@ -19,7 +19,7 @@ from flowsim.tasks.slr import _generated as generated
 
 def _test_field(t, y, args):
     """Nonlinear and non-autonomous, so that every term of the method (and f_t) is exercised."""
-    return jnp.array([y[1] * jnp.cos(t), -y[0] ** 3 + jnp.sin(2 * t) - 0.5 * y[1]])
+    return jnp.array([y[1] * jnp.cos(t), -(y[0] ** 3) + jnp.sin(2 * t) - 0.5 * y[1]])
 
 
 Y0 = jnp.array([1.0, 0.3])

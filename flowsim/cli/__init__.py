@@ -119,7 +119,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Training dynamics of simplified attention layers. Commands without a task name run "
         f"the first task ({default}: {_task_cli(default).DESCRIPTION}); `flowsim TASK --help` lists a task's.",
         epilog="Exit status: 0 ok, 1 numerical failure (results kept) or a failed claim, 2 invalid input. "
-        "Set JAX_COMPILATION_CACHE_DIR to a folder to reuse compiled programs between runs.",
+        "Compiled programs are kept between runs in ~/.cache/flowsim/jax (JAX_COMPILATION_CACHE_DIR: another "
+        "folder; FLOWSIM_COMPILATION_CACHE=0: none); the CPU is split into one JAX device per core "
+        "(FLOWSIM_HOST_DEVICES=N: N devices; docs/devices.md).",
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     _add_commands(commands, (*_task_cli(default).COMMANDS, *GENERIC))
@@ -132,8 +134,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command() -> int:
+    """The `flowsim` executable (and `python -m flowsim.cli`): `main` in a process of its own.
+
+    The process owns its devices, so its CPU is first split into one JAX device per core
+    (`flowsim.devices.use_host_cores`; FLOWSIM_HOST_DEVICES=N for N): every batch then uses every core.
+    Same seed, same numbers on a machine; across machines with different core counts, results agree
+    to about 1e-15 (a row's last bit can depend on where it sits in a device's batch).
+    """
+    from flowsim.devices import use_host_cores
+
+    use_host_cores()
+    return main()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the `flowsim` command line; returns the exit status."""
+    """Run the `flowsim` command line in this process, on the devices JAX already has; returns the exit status."""
     args = _parser().parse_args(argv)
     if getattr(args, "task_command", None):
         args.command = f"{args.command} {args.task_command}"
@@ -143,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             args.progress = sys.stderr.isatty()
         # Under srun (or given a coordinator) the processes join one set of devices (docs/devices.md);
         # every solve is interruptible (in segments): Ctrl-C keeps what was computed.
+        _compilation_cache()
         with _cluster_member(args), checking():
             return args.run(args)
     except ValueError as error:
@@ -161,6 +178,23 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as error:
         _close(args, "error", f"{type(error).__name__}: {error}")
         raise
+
+
+def _compilation_cache() -> None:
+    """Keep compiled programs between runs (JAX's persistent cache): a second run of a command skips compiling.
+
+    In JAX_COMPILATION_CACHE_DIR if set, else in the user's cache folder; FLOWSIM_COMPILATION_CACHE=0 turns
+    it off. The cache is keyed by the program, JAX's version and the device, so it is never stale.
+    """
+    import jax
+
+    if os.environ.get("FLOWSIM_COMPILATION_CACHE", "1") == "0":
+        return
+    if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flowsim" / "jax"
+        jax.config.update("jax_compilation_cache_dir", str(cache))
+    # Every program: most of flowsim's compile in a second or two, and a run compiles dozens.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 @contextlib.contextmanager

@@ -2,6 +2,6 @@
 
 import sys
 
-from flowsim.cli import main
+from flowsim.cli import command
 
-sys.exit(main())
+sys.exit(command())

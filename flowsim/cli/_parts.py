@@ -1,6 +1,9 @@
 """The parts the commands of every task share: the run's record, failures, figures, portrait, comparison."""
 
+import concurrent.futures
+import contextlib
 import sys
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -83,6 +86,25 @@ def pyplot():
 def save(record: results.RunRecord, figure, stem: str) -> None:
     record.save_figure(figure, stem)
     pyplot().close(figure)
+
+
+@contextlib.contextmanager
+def in_background() -> Iterator[Callable]:
+    """Work handed to one worker thread while the command goes on computing (e.g. drawing figures).
+
+    Yields `later(function, *args)`, which queues `function(*args)`; leaving the block waits for
+    everything queued (also on an error or Ctrl-C, so that finished results keep their files), then
+    raises the first error of the queued work, if any. JAX releases Python's lock while it computes,
+    so figures are drawn meanwhile; all of pyplot's work goes to this one thread until the block ends.
+    """
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowsim-background")
+    futures = []
+    try:
+        yield lambda function, *args: futures.append(pool.submit(function, *args))
+    finally:
+        pool.shutdown(wait=True)
+    for future in futures:
+        future.result()
 
 
 def record_failures(record, result, what: str) -> None:

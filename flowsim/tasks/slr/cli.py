@@ -618,11 +618,15 @@ def _reproduce(args) -> int:
     )
     record.log(f"experiments: {', '.join(experiment.name for experiment in chosen)}")
 
+    def draw(result) -> None:
+        parts.save(record, slr.experiment_figure(result), result.experiment.name)
+
     def write(result) -> None:
-        # Each experiment's files as soon as it is done, the tables rewritten with every finished one.
+        # Each experiment's files as soon as it is done, the tables rewritten with every finished one; its
+        # figure drawn in the background while the next experiment computes.
         finished.append(result)
         record.phases[result.experiment.name] = result.seconds
-        parts.save(record, slr.experiment_figure(result), result.experiment.name)
+        later(draw, result)
         parts.record_failures(record, result, f"{result.experiment.name}, seed")
         summary, attractors, trajectories = experiment_tables(finished, chosen[0].task)
         record.write_csv("summary.csv", summary)
@@ -630,15 +634,16 @@ def _reproduce(args) -> int:
         record.write_csv("trajectories.csv", trajectories)
 
     finished = []
-    runs = slr.reproduce(
-        jax.random.key(args.seed),
-        quick=args.quick,
-        seeds=args.seeds,
-        experiments=chosen,
-        log=record.log,
-        engine=args.engine,
-        each=write,
-    )
+    with parts.in_background() as later:
+        runs = slr.reproduce(
+            jax.random.key(args.seed),
+            quick=args.quick,
+            seeds=args.seeds,
+            experiments=chosen,
+            log=record.log,
+            engine=args.engine,
+            each=write,
+        )
     print()
     print(summary_table(runs))
     return parts.finish(record)
