@@ -132,7 +132,7 @@ def main():
             f"all succeeded: {ok})",
             flush=True,
         )
-    chosen, why = choose_solver(problem, m_all[: args.batches[-1]], args.t1)
+    chosen, why = choose_solver(problem, m_all[: args.batches[-1]], args.t1, rtol=RTOL)
     print(f"flowsim's choice at these starts: {type(chosen).__name__} ({why})")
     solvers = {"auto": None, "tsit5": diffrax.Tsit5(), "rosenbrock4": Rosenbrock4()}
     rows = []

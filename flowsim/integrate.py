@@ -32,6 +32,7 @@ __all__ = [
     "choose_solver",
     "evaluate",
     "explicit_steps",
+    "implicit_steps",
     "integrate",
     "solve_flow",
     "traced",
@@ -346,11 +347,14 @@ def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol,
 #: only while h |lambda| stays below it for the Jacobian's eigenvalues lambda.
 EXPLICIT_STABILITY = 3.5
 
-#: Above this many explicit steps per trajectory (the stability bound of `explicit_steps`), the flow is
-#: solved with `Rosenbrock4`. Its steps are set by accuracy alone (at the engine's tolerances about 10 000
-#: to 30 000 to t = 100 for single-location regression, whatever d) and cost about twice an explicit step
-#: (BENCHMARKS.md), so below this bound the explicit Tsit5 is as fast or faster.
-STIFF_STEPS = 50_000
+#: Steps per unit of time an order-4 method needs for accuracy alone at rtol = 1, scaled by rtol^(-1/4): the
+#: largest of a batch's Rosenbrock4 step counts (a vmapped batch steps until its slowest trajectory ends) on
+#: single-location regression to t = 100, whatever d: 3 700 at rtol 1e-8, 14 300 at 1e-10 (BENCHMARKS.md).
+ACCURACY_STEPS = 0.5
+#: What a Rosenbrock4 step costs in explicit (Tsit5) steps: one Jacobian, one 5 x 5 LU, four solves and
+#: three field evaluations against six (measured 1.4 against 0.85 us per trajectory and step at B = 2000).
+IMPLICIT_STEP_COST = 2.0
+
 
 #: States whose Jacobians `explicit_steps` evaluates at once.
 _ESTIMATE_CHUNK = 64
@@ -386,19 +390,30 @@ def explicit_steps(task, y0, t_span: float, t: float = 0.0) -> float:
     return radius * float(t_span) / EXPLICIT_STABILITY
 
 
-def choose_solver(task, y0, t_span: float, t: float = 0.0) -> tuple[diffrax.AbstractSolver, str]:
+def implicit_steps(t_span: float, rtol: float = RTOL) -> float:
+    """About how many steps `Rosenbrock4` takes over `t_span` at `rtol`: ACCURACY_STEPS t_span rtol^(-1/4)."""
+    return ACCURACY_STEPS * float(t_span) * float(rtol) ** -0.25
+
+
+def choose_solver(task, y0, t_span: float, t: float = 0.0, rtol: float = RTOL) -> tuple[diffrax.AbstractSolver, str]:
     """The solver for a flow from these starts: explicit Tsit5, or `Rosenbrock4` where the flow is stiff.
 
-    The rule: `Rosenbrock4` when `explicit_steps` exceeds `STIFF_STEPS`, else Tsit5.
+    The rule: `Rosenbrock4` when the explicit solver's stability-bound steps (`explicit_steps`) cost more
+    than the linearly implicit solver's accuracy-bound ones (`implicit_steps`, each `IMPLICIT_STEP_COST`
+    explicit steps), else Tsit5. For single-location regression (lam = 0.1, t = 100): Tsit5 up to d ~ 1000
+    at the engine's rtol 1e-10, Rosenbrock4 from d ~ 350 at rtol 1e-8.
+
+    **Arguments:** as `explicit_steps`, and `rtol`, the solve's relative tolerance.
 
     **Returns:** the solver and a sentence saying why it was chosen.
     """
-    steps = explicit_steps(task, y0, t_span, t)
+    explicit, implicit = explicit_steps(task, y0, t_span, t), implicit_steps(t_span, rtol)
     estimate = (
-        f"an explicit solver needs about {steps:.2g} steps per trajectory (the Jacobian's spectral radius at the "
-        f"starts and targets times t = {t_span:g}, over its stability bound)"
+        f"an explicit solver needs about {explicit:.2g} steps per trajectory (the Jacobian's spectral radius at "
+        f"the starts and targets times t = {t_span:g}, over its stability bound), a linearly implicit one about "
+        f"{implicit:.2g} at rtol {rtol:g}, each costing {IMPLICIT_STEP_COST:g} explicit steps"
     )
-    if steps > STIFF_STEPS:
+    if explicit > IMPLICIT_STEP_COST * implicit:
         return Rosenbrock4(), f"the flow is stiff: {estimate}; solving with the linearly implicit Rosenbrock4"
     return diffrax.Tsit5(), f"the flow is not stiff: {estimate}; solving with the explicit Tsit5"
 
@@ -423,7 +438,8 @@ def solve_flow(task, y0, ts, **options) -> Trajectories:
     options = {"max_steps": task.flow_max_steps(), **task.flow_solver(), **options}
     if options.get("solver") is None and valid.any():
         ts_host = np.asarray(ts, dtype=float)
-        options["solver"] = choose_solver(task, y0[valid], float(ts_host[-1] - ts_host[0]), float(ts_host[0]))[0]
+        span, start = float(ts_host[-1] - ts_host[0]), float(ts_host[0])
+        options["solver"] = choose_solver(task, y0[valid], span, start, options.get("rtol", RTOL))[0]
     try:
         return integrate(
             task_vector_field, y0, ts, task, observe=task_risk, valid=valid, invalid_reasons=reasons, **options

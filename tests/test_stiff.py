@@ -13,7 +13,15 @@ from scipy import integrate as scipy_integrate
 
 from flowsim import schedules, slr
 from flowsim._task import task_vector_field
-from flowsim.integrate import STIFF_STEPS, Rosenbrock4, choose_solver, evaluate, explicit_steps, traced
+from flowsim.integrate import (
+    IMPLICIT_STEP_COST,
+    Rosenbrock4,
+    choose_solver,
+    evaluate,
+    explicit_steps,
+    implicit_steps,
+    traced,
+)
 from flowsim.tasks.slr import _generated as generated
 
 
@@ -144,7 +152,14 @@ def test_solver_rule_takes_rosenbrock_where_the_flow_is_stiff(key):
     solver, why = choose_solver(large, large_m0, 100.0)
     assert isinstance(solver, Rosenbrock4) and "stiff" in why
     estimates = explicit_steps(small, small_m0, 100.0), explicit_steps(large, large_m0, 100.0)
-    assert 400 < estimates[1] / estimates[0] < 1000 and estimates[1] > STIFF_STEPS, estimates
+    assert 400 < estimates[1] / estimates[0] < 1000, estimates
+    assert estimates[0] < IMPLICIT_STEP_COST * implicit_steps(100.0) < estimates[1]
+    # At d = 400 the choice turns on the tolerance: explicit at the engine's rtol 1e-10, implicit at 1e-8
+    # (measured at B = 64 to 10 000: Tsit5 15 000 steps either way; Rosenbrock4 up to 14 300 at 1e-10, 3 700 at 1e-8).
+    middle = slr.Problem(d=400, L=10, lam=0.1)
+    middle_m0 = slr.initial_overlaps(key, 400, 8, "sphere")
+    assert isinstance(choose_solver(middle, middle_m0, 100.0)[0], diffrax.Tsit5)
+    assert isinstance(choose_solver(middle, middle_m0, 100.0, rtol=1e-8)[0], Rosenbrock4)
 
 
 def test_stiff_flow_steps_do_not_grow_with_d(key):
