@@ -1,7 +1,7 @@
 """A Rosenbrock (linearly implicit) solver for Diffrax: stiff flows at the cost of an explicit step.
 
 Diffrax's implicit solvers (Kvaerno, KenCarp) solve a nonlinear system at every stage by Newton
-iterations. A Rosenbrock method instead takes one Jacobian and one LU factorisation per step and
+iterations. A Rosenbrock method instead takes one Jacobian and one matrix factorisation per step and
 solves a linear system per stage, with no iteration: for a small state whose Jacobian is known in
 closed form (the generated one, through `flowsim._task.task_vector_field`'s JVP) a step then costs
 a few field evaluations, and the step size is set by accuracy, not by the stiff directions.
@@ -20,7 +20,6 @@ from typing import ClassVar
 import diffrax
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg
 from jax.flatten_util import ravel_pytree
 
 __all__ = ["Rosenbrock4"]
@@ -37,14 +36,35 @@ _B = (19 / 9, 1 / 2, 25 / 108, 125 / 108)
 _E = (17 / 54, 7 / 36, 0.0, 125 / 108)
 
 
+def _inverse(matrix):
+    """The inverse of a small square matrix by Gauss-Jordan elimination with partial pivoting.
+
+    In elementwise operations, unrolled over the columns: vmapped over a batch they stay elementwise.
+    LAPACK's batched factorisation (`jax.scipy.linalg.lu_factor`, lineax's LU) stalls the batched loop
+    under `jax.shard_map` on several CPU devices at large batches (measured: B = 10^4 on two devices
+    never finished), and lineax also rejects right-hand sides typed by the device mesh.
+    """
+    n = matrix.shape[0]
+    rows = jnp.arange(n)
+    augmented = jnp.concatenate([matrix, jnp.eye(n, dtype=matrix.dtype)], axis=1)
+    for column in range(n):
+        pivot = column + jnp.argmax(jnp.abs(augmented[column:, column]))
+        swap = jnp.where(rows == column, pivot, jnp.where(rows == pivot, column, rows))
+        augmented = augmented[swap]
+        augmented = augmented.at[column].divide(augmented[column, column])
+        factors = augmented[:, column].at[column].set(0.0)
+        augmented = augmented - factors[:, None] * augmented[column][None, :]
+    return augmented[:, n:]
+
+
 class Rosenbrock4(diffrax.AbstractAdaptiveSolver):
     """Shampine's 4-stage Rosenbrock method of order 4 (embedded order 3), for stiff ODEs.
 
     Use it as any Diffrax solver, with an adaptive step-size controller. The Jacobian of the vector
     field in y is taken by forward-mode autodiff (`jax.jacfwd`) once per step, and its derivative in
     t by one JVP (zero at no cost for an autonomous field); a field with a custom JVP (flowsim's tasks
-    with a generated Jacobian) supplies it directly. Suited to small states: the LU factorisation is
-    dense. Dense output: cubic Hermite.
+    with a generated Jacobian) supplies it directly. Suited to small states: the linear solves go through
+    the inverse of a dense matrix. Dense output: cubic Hermite.
     """
 
     term_structure: ClassVar = diffrax.ODETerm
@@ -72,9 +92,7 @@ class Rosenbrock4(diffrax.AbstractAdaptiveSolver):
 
         jacobian = jax.jacfwd(lambda flat_y: field(t0, flat_y))(flat_y0)
         f_t = jax.jvp(lambda t: field(t, flat_y0), (t0,), (jnp.ones_like(t0),))[1]
-        # One LU factorisation, four solves. (jax.scipy rather than lineax: lineax compares the right-hand
-        # side's type, with its device placement, to the operator's, which fails inside jax.shard_map.)
-        factors = jax.scipy.linalg.lu_factor(jnp.eye(flat_y0.size, dtype=jacobian.dtype) / (_GAMMA * h) - jacobian)
+        inverse = _inverse(jnp.eye(flat_y0.size, dtype=jacobian.dtype) / (_GAMMA * h) - jacobian)
         stages = []
         f_stage = ravel_pytree(f0)[0]
         for i in range(4):
@@ -82,7 +100,7 @@ class Rosenbrock4(diffrax.AbstractAdaptiveSolver):
                 y_stage = flat_y0 + sum(a * g for a, g in zip(_A[i], stages, strict=False) if a)
                 f_stage = field(t0 + _ALPHA[i] * h, y_stage)
             rhs = f_stage + h * _C_T[i] * f_t + sum(c * g for c, g in zip(_C[i], stages, strict=False) if c) / h
-            stages.append(jax.scipy.linalg.lu_solve(factors, rhs))
+            stages.append(inverse @ rhs)
         flat_y1 = flat_y0 + sum(b * g for b, g in zip(_B, stages, strict=True))
         error = sum(e * g for e, g in zip(_E, stages, strict=True) if e)
         y1 = unravel(flat_y1)
