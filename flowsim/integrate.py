@@ -351,7 +351,7 @@ EXPLICIT_STABILITY = 3.5
 #: largest of a batch's Rosenbrock4 step counts (a vmapped batch steps until its slowest trajectory ends) on
 #: single-location regression to t = 100, whatever d: 3 700 at rtol 1e-8, 14 300 at 1e-10 (BENCHMARKS.md).
 ACCURACY_STEPS = 0.5
-#: What a Rosenbrock4 step costs in explicit (Tsit5) steps: one Jacobian, one 5 x 5 LU, four solves and
+#: What a Rosenbrock4 step costs in explicit (Tsit5) steps: one Jacobian, one 5 x 5 inverse, four products and
 #: three field evaluations against six (measured 1.4 against 0.85 us per trajectory and step at B = 2000).
 IMPLICIT_STEP_COST = 2.0
 
