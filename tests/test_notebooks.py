@@ -7,6 +7,7 @@ cell and checks one fact per notebook again, from the outputs.
 
 import math
 import re
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -106,12 +107,15 @@ def test_notebook_executes_and_checks_its_numbers(name):
 
 
 def execute_and_check(name: str) -> None:
-    """Execute notebooks/{name}.ipynb (an error or a failed assert fails) and check its printed numbers."""
+    """Execute notebooks/{name}.ipynb (an error or a failed assert fails) and check its printed numbers.
+
+    The kernel runs in a new temporary folder outside the repository, as a student's would: a notebook
+    must not read the repository's files (it imports the installed flowsim).
+    """
     notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    client = NotebookClient(
-        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
-    )
-    client.execute()  # raises CellExecutionError, with the failing cell, on any error or failed assert
+    with tempfile.TemporaryDirectory(prefix=f"flowsim-notebook-{name}-") as folder:
+        client = NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": folder}})
+        client.execute()  # raises CellExecutionError, with the failing cell, on any error or failed assert
     CHECKS[name](_printed_values(notebook))
 
 
