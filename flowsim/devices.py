@@ -3,8 +3,9 @@
 The engine's batched computations (`integrate`'s solve, `iterate_map`, `run_sgd`'s chain) compute
 each row of their batch on its own. With more than one device, `shard_batch` splits the rows over
 a 1-D mesh of all of them (`batch_mesh`, `NamedSharding(mesh, P("batch"))`), padded to a multiple
-of the device count with copies of row 0; the jitted computation, unchanged, is then partitioned
-by XLA (each device computes its rows), and `ShardedBatch.gather` drops the padding and brings the
+of the device count with copies of row 0; each device then computes its rows (`over_batch`, a
+`jax.shard_map`, for the loops whose length depends on their rows; XLA's partitioning from the
+input's sharding for the others), and `ShardedBatch.gather` drops the padding and brings the
 whole result back to every process, as arrays on its default device. Every row is computed as on
 one device, so the results are the same numbers. With one device both are no-ops: nothing is
 copied or padded, and the same program is compiled as without them.
@@ -114,15 +115,15 @@ def use_host_cores(count: int | None = None) -> int:
     """
     from jax._src import xla_bridge
 
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "xla_force_host_platform_device_count" in flags or xla_bridge.backends_are_initialized():
-        return 0
     if count is None:
-        count = _integer(HOST_DEVICES_VARIABLE)
+        count = _integer(HOST_DEVICES_VARIABLE)  # checked even where it cannot act: a bad value is said
     if count is None:
         count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if count < 1:
         raise ValueError(f"{HOST_DEVICES_VARIABLE} must be an integer >= 1, got {count}")
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" in flags or xla_bridge.backends_are_initialized():
+        return 0
     if count > 1:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()
     return count
@@ -210,20 +211,19 @@ class ShardedBatch:
         return jax.tree.map(whole, outputs)
 
 
-def shard_batch(tree, *, enabled: bool = True) -> ShardedBatch:
+def shard_batch(tree) -> ShardedBatch:
     """Place a batch over every device: its rows split over `batch_mesh()` (`NamedSharding(mesh, P("batch"))`).
 
     The rows are padded to a multiple of the device count with copies of row 0 (static shapes: one
     compiled program per batch size); `ShardedBatch.gather` drops them from the results. Every
     process must pass the same values (e.g. drawn from the same seed): each places its own
-    devices' rows (`jax.make_array_from_callback`). With one device, within `unsharded()`, or with
-    `enabled` False, nothing is done: `value` is `tree` itself.
+    devices' rows (`jax.make_array_from_callback`). With one device, or within `unsharded()`, nothing
+    is done: `value` is `tree` itself.
 
     **Arguments:**
 
     - `tree`: an array, or a pytree of arrays (PRNG key arrays included, None leaves allowed),
       all with the same number of rows on their first axis; row 0 must be a valid row.
-    - `enabled`: False leaves the batch where it is (e.g. for a computation run from the host in pieces).
 
     **Returns:** a `ShardedBatch`.
     """
@@ -232,7 +232,7 @@ def shard_batch(tree, *, enabled: bool = True) -> ShardedBatch:
     if len(sizes) != 1:
         raise ValueError(f"every array of a batch must have the same number of rows, got {sorted(sizes)}")
     size = sizes.pop()
-    if not (enabled and sharding_enabled()):
+    if not sharding_enabled():
         return ShardedBatch(tree, size, size, False)
     mesh = batch_mesh()
     devices = mesh.devices.size

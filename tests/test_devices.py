@@ -264,3 +264,13 @@ def test_two_processes_give_the_one_process_numbers():
             assert max(checks["largest_difference"], checks["risk_difference"]) <= TOLERANCE, (name, checks)
     for name in ("map", "sgd"):
         assert results[0][name]["ys"] == results[1][name]["ys"]
+
+
+@pytest.mark.parametrize(("value", "message"), [("abc", "an integer, got 'abc'"), ("0", "an integer >= 1, got 0")])
+def test_a_bad_host_device_count_is_invalid_input(monkeypatch, capsys, value, message):
+    """The flowsim executable refuses a bad FLOWSIM_HOST_DEVICES in one line, exit status 2, before any work."""
+    from flowsim.cli import command
+
+    monkeypatch.setenv("FLOWSIM_HOST_DEVICES", value)
+    assert command() == 2
+    assert capsys.readouterr().err == f"flowsim: error: FLOWSIM_HOST_DEVICES must be {message}\n"

@@ -144,7 +144,11 @@ def command() -> int:
     """
     from flowsim.devices import use_host_cores
 
-    use_host_cores()
+    try:
+        use_host_cores()
+    except ValueError as error:  # a bad FLOWSIM_HOST_DEVICES: invalid input, said in one line
+        print(f"flowsim: error: {error}", file=sys.stderr)
+        return 2
     return main()
 
 

@@ -398,12 +398,14 @@ def _choose_solver(args, problem, m0):
 
     from flowsim.integrate import Rosenbrock4, choose_solver
 
-    chosen, why = choose_solver(problem, m0, args.t_max)
-    if args.solver == "auto":
-        print(f"flowsim flow: {why}", file=sys.stderr)
-        return chosen, type(chosen).__name__
-    if args.solver == "tsit5" and isinstance(chosen, Rosenbrock4):
-        print(f"flowsim flow: warning: {why.split(';')[0]}: --solver rosenbrock4 (or auto) takes it", file=sys.stderr)
+    if args.solver in ("auto", "tsit5"):  # the estimate decides auto and warns an explicit solve of a stiff flow
+        chosen, why = choose_solver(problem, m0, args.t_max)
+        if args.solver == "auto":
+            print(f"flowsim flow: {why}", file=sys.stderr)
+            return chosen, type(chosen).__name__
+        if isinstance(chosen, Rosenbrock4):
+            warning = f"warning: {why.split(';')[0]}: --solver rosenbrock4 (or auto) takes it"
+            print(f"flowsim flow: {warning}", file=sys.stderr)
     solver = {"tsit5": diffrax.Tsit5, "rosenbrock4": Rosenbrock4, "kvaerno5": diffrax.Kvaerno5}[args.solver]()
     return solver, type(solver).__name__
 
