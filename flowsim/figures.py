@@ -182,6 +182,7 @@ def trajectory_projections(
     pairs: Sequence[tuple[str, str]] | None = None,
     *,
     indices: Sequence[int] | None = None,
+    labels: Sequence[str] | None = None,
     ax: "Sequence[Axes] | None" = None,
 ) -> "Figure":
     """Trajectories of a task's flow projected on pairs of coordinates, and its observables against time.
@@ -197,6 +198,8 @@ def trajectory_projections(
     - `task`: the task they were solved for.
     - `pairs`: pairs of names from `task.state_names` (default `task.projection_pairs`).
     - `indices`: which trajectories to draw (default: all).
+    - `labels`: one label per trajectory drawn (e.g. where it ends), shown in a key of the colours
+      below the panels; default: no key (the colours repeat after ten trajectories).
     - `ax`: draw into these len(pairs) + len(observables) axes instead of a new figure.
 
     **Returns:** the Figure.
@@ -211,6 +214,8 @@ def trajectory_projections(
     columns = [tuple(_state_index(task, name) for name in pair) for pair in pairs]
     observables = list(task.observables.items())
     chosen = range(len(ys)) if indices is None else [int(i) for i in indices]
+    if labels is not None and len(labels) != len(chosen):
+        raise ValueError(f"labels must give one label per trajectory drawn ({len(chosen)}), got {len(labels)}")
     fig, axes = _panels(ax, len(pairs) + len(observables), "one per pair, then one per observable")
     ok = np.asarray(trajectories.ok)
     ts = np.asarray(trajectories.ts)
@@ -236,6 +241,11 @@ def trajectory_projections(
     axes[0].plot([], [], "o", ms=6, mfc="white", mec="black", ls="none", label="start")
     axes[0].plot([], [], "o", ms=7, color="black", ls="none", label="end")
     axes[0].legend(fontsize=LEGEND_SIZE, loc="best")
+    if labels is not None:
+        from matplotlib.lines import Line2D
+
+        key = [Line2D([], [], color=f"C{n % 10}", lw=2.5, label=label) for n, label in enumerate(labels)]
+        fig.legend(handles=key, loc="outside lower center", ncols=2, fontsize=LEGEND_SIZE, frameon=False)
     if ax is None:
         fig.suptitle(f"Trajectories of the {task.dimension}-D flow ({len(chosen)} drawn)", fontsize=TITLE_SIZE)
     return fig

@@ -30,7 +30,6 @@ def key():
 #: The longest test files (about a minute each on 2 cores), started first (pyproject.toml keeps
 #: pytest-xdist to this order) so that neither worker ends the session running one of them alone.
 LONGEST_FIRST = (
-    "test_task_notebooks.py",
     "test_notebooks.py",
     "test_cli.py",
     "test_latent.py",

@@ -2,9 +2,12 @@
 
 `mkdocs build --strict` fails on any warning: a broken link or anchor between pages, a page left out
 of the navigation, an API identifier that does not resolve. The API pages are rendered by
-mkdocstrings from the docstrings (static analysis of the source tree: nothing is imported).
+mkdocstrings from the docstrings (static analysis of the source tree: nothing is imported). The
+notebooks are rendered as stored here (FLOWSIM_DOCS_EXECUTE=false): tests/test_notebooks.py builds
+the site again with the notebooks it executed.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +36,7 @@ def site(tmp_path_factory) -> Path:
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)],
         cwd=REPOSITORY,
+        env=os.environ | {"FLOWSIM_DOCS_EXECUTE": "false"},
         capture_output=True,
         text=True,
         timeout=300,
@@ -53,6 +57,9 @@ def test_the_site_builds_with_every_page(site):
         "api/sparse",
         "api/latent",
         "equations-latent",
+        "notebooks",
+        "notebooks/01_task",
+        "notebooks/07_latent_posterior_attention",
     ):
         path = site / page if page.endswith(".html") else site / page / "index.html"
         assert path.is_file(), f"{page} was not built"

@@ -1,21 +1,33 @@
-"""Execute the teaching notebooks in notebooks/ and check the numbers they print.
+"""Execute the teaching notebooks in notebooks/, check the numbers they computed, and build the site with them.
 
-Each notebook asserts its own facts (with the tolerances stated in its text), so an execution
-error fails the test; the test then reads the `name = value` lines of the notebook's summary
-cell and checks one fact per notebook again, from the outputs.
+Each notebook asserts its own facts (with the tolerances stated in its text), exercises' hidden answers
+included, so an execution error fails its test. The test then reads the values it checks from the notebook's
+namespace (a cell appended to the run, which prints them as JSON, and is removed afterwards: the notebooks
+show students what to take away, not lists of numbers for a test) and checks one fact per notebook again.
+
+The seven notebooks run in one module, two kernels at a time (each in a new temporary folder outside the
+repository, as a student's would), so that the documentation site can then be built, in strict mode, with
+the executed notebooks, their outputs and figures: what `mkdocs build` does by executing them itself.
 """
 
+import json
 import math
-import re
+import os
+import shutil
+import subprocess
+import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-SUMMARY_LINE = re.compile(r"^(\w+) = ([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)$", re.MULTILINE)
+REPOSITORY = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPOSITORY / "notebooks"
 
 
 def _check_task(values):
@@ -39,6 +51,8 @@ def _check_phase_portraits(values):
 
 
 def _check_ode_vs_sgd(values):
+    # Training means something at these parameters: the oracle and SGD beat the linear and null predictors.
+    assert values["oracle_risk"] < values["trained_risk"] < values["linear_risk"] < values["null_risk"]
     assert values["deviation_lr_small"] < values["deviation_lr_large"]
     assert values["deviation_batch_large"] < values["deviation_batch_small"]
     assert values["final_train_risk"] < values["final_population_risk"]
@@ -75,48 +89,208 @@ def _check_latent_posterior_attention(values):
     assert values["deviation_L256"] < values["deviation_L16"]
 
 
+@dataclass(frozen=True)
+class Checks:
+    """What the test reads from a notebook's namespace after its run, and what it checks of it.
+
+    **Arguments:** `readout`, each checked value's name and the Python expression that computes it in the
+    notebook's namespace; `check`, a function of the values (a dict of floats) that asserts.
+    """
+
+    readout: dict[str, str]
+    check: object
+
+
 CHECKS = {
-    "01_task": _check_task,
-    "02_derivation": _check_derivation,
-    "03_phase_portraits": _check_phase_portraits,
-    "04_ode_vs_sgd": _check_ode_vs_sgd,
-    "05_attention_maps": _check_attention_maps,
-    "06_sparse_variable_creation": _check_sparse_variable_creation,
-    "07_latent_posterior_attention": _check_latent_posterior_attention,
+    "01_task": Checks(
+        {
+            "oracle_risk_closed_form": 'checks["oracle (k*, v*)"][0]',
+            "oracle_risk_empirical": 'checks["oracle (k*, v*)"][1]',
+            "oracle_risk_stderr": 'checks["oracle (k*, v*)"][2]',
+            "bayes_risk": "bayes.mean",
+            "linear_risk": "linear",
+        },
+        _check_task,
+    ),
+    "02_derivation": Checks(
+        {
+            "risk_sympy": "risk_numeric(*m, *parameters)",
+            "risk_flowsim": "slr.population_risk(problem, m)",
+            "nonzero_invariance_checks": "sum(value != 0 for value in invariance.values())",
+        },
+        _check_derivation,
+    ),
+    "03_phase_portraits": Checks(
+        {
+            "fixed_points_on_M": "len(points)",
+            "oracle_share_on_M": "report.rows[0].target_share",
+            "oracle_share_on_sphere_small_lambda": "report.rows[1].target_share",
+            "schedule_share": r'shares[r"$\lambda = 1/(1 + 10^{-4}\,\mathrm{step})$"]',
+        },
+        _check_phase_portraits,
+    ),
+    "04_ode_vs_sgd": Checks(
+        {
+            "deviation_lr_small": "by_lr.deviation[0]",
+            "deviation_lr_large": "by_lr.deviation[-1]",
+            "deviation_batch_small": "by_batch.deviation[0]",
+            "deviation_batch_large": "by_batch.deviation[-1]",
+            "final_train_risk": "train[-1]",
+            "final_population_risk": "population[-1]",
+            "chain_deviation_small_lr": "chain_deviation[min(chain_deviation)]",
+            "chain_deviation_large_lr": "chain_deviation[max(chain_deviation)]",
+            "oracle_risk": "oracle",
+            "trained_risk": "trained_risk",
+            "linear_risk": "linear",
+            "null_risk": "null_risk",
+        },
+        _check_ode_vs_sgd,
+    ),
+    "05_attention_maps": Checks(
+        {
+            "softmax_risk_at_s": 'oracle["softmax"][at_s]',
+            "linear_risk_at_s": 'oracle["linear"][at_s]',
+            "bayes_risk": "bayes.mean",
+            "bayes_risk_stderr": "bayes.stderr",
+            "distance_to_M_from_M": "distance[manifold].max()",
+            "largest_end_distance_to_oracle": "end_error.max()",
+            "advantage_softmax_best": 'best["softmax"][1]',
+            "advantage_linear_best": 'best["linear"][1]',
+            "advantage_bayes_risk": "result.bayes.mean",
+            "advantage_bayes_stderr": "result.bayes.stderr",
+        },
+        _check_attention_maps,
+    ),
+    "06_sparse_variable_creation": Checks(
+        {
+            "label_balance_z": "label_balance_z",
+            "erm_median_T10": "erm_median[0]",
+            "erm_median_T1000": "erm_median[-1]",
+            "constructed_accuracy_R_star": 'constructed_accuracy["R*"]',
+            "constructed_accuracy_quarter": 'constructed_accuracy["R*/4"]',
+            "head_accuracy_m80": "head.validation_accuracy[0]",
+            "head_mass_m80": "head.mass[0, -1]",
+            "mlp_accuracy_m80": "mlp.validation_accuracy[0]",
+            "head_accuracy_m10": "head.validation_accuracy[2]",
+            "critical_T16": "small.critical",
+            "erm_median_T16": "erm_16",
+            "power_fit_exponent": 'fits["power"].b',
+            "mlp_power_fit_exponent": 'mlp_fits["power"].b',
+        },
+        _check_sparse_variable_creation,
+    ),
+    "07_latent_posterior_attention": Checks(
+        {
+            "scaled_mse_at_4096": "result.scaled_mse[0, -1]",
+            "scaled_mse_stderr": "result.stderr[0, -1]",
+            "error_constant": "constant",
+            "ratio_at_half": "ratio_at_half",
+            "tv_one_head": "posterior.tv[0, -1]",
+            "tv_two_heads": "posterior.tv[1, -1]",
+            "deviation_L16": "deviation[16]",
+            "deviation_L256": "deviation[256]",
+        },
+        _check_latent_posterior_attention,
+    ),
 }
 
-
-def _printed_values(notebook) -> dict[str, float]:
-    """The `name = value` lines printed by the notebook's code cells."""
-    values = {}
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            if output.output_type == "stream" and output.name == "stdout":
-                values |= {name: float(value) for name, value in SUMMARY_LINE.findall(output.text)}
-    return values
+#: The prefix of the line the appended read-out cell prints.
+_READOUT_MARK = "flowsim-test-readout: "
 
 
-#: The notebooks of the task packages (section 7 on): executed by tests/test_task_notebooks.py, a file of its own,
-#: so that the test suite's two workers (`--dist loadfile`) share the notebooks between them.
-TASK_NOTEBOOKS = ("05_attention_maps", "06_sparse_variable_creation", "07_latent_posterior_attention")
+def _readout_cell(readout: dict[str, str]):
+    items = ", ".join(f"{name!r}: float({expression})" for name, expression in readout.items())
+    return nbformat.v4.new_code_cell(f"import json as _json\nprint({_READOUT_MARK!r} + _json.dumps({{{items}}}))")
 
 
-@pytest.mark.parametrize("name", sorted(set(CHECKS) - set(TASK_NOTEBOOKS)))
-def test_notebook_executes_and_checks_its_numbers(name):
-    execute_and_check(name)
+@dataclass
+class Run:
+    """One notebook's run: the executed notebook (read-out cell removed), the values read, or the error."""
+
+    notebook: object
+    values: dict[str, float]
+    error: Exception | None
 
 
-def execute_and_check(name: str) -> None:
-    """Execute notebooks/{name}.ipynb (an error or a failed assert fails) and check its printed numbers.
+def execute(name: str) -> Run:
+    """Execute notebooks/{name}.ipynb in a new temporary folder outside the repository and read its values.
 
-    The kernel runs in a new temporary folder outside the repository, as a student's would: a notebook
-    must not read the repository's files (it imports the installed flowsim).
+    **Arguments:** `name`, the notebook's file name without `.ipynb`.
+
+    **Returns:** a `Run`; its `error` is the `CellExecutionError` (with the failing cell) if a cell failed.
     """
     notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    notebook.cells.append(_readout_cell(CHECKS[name].readout))
     with tempfile.TemporaryDirectory(prefix=f"flowsim-notebook-{name}-") as folder:
         client = NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": folder}})
-        client.execute()  # raises CellExecutionError, with the failing cell, on any error or failed assert
-    CHECKS[name](_printed_values(notebook))
+        try:
+            client.execute()
+        except CellExecutionError as error:
+            return Run(notebook, {}, error)
+    readout = notebook.cells.pop()
+    line = next(text for output in readout.outputs for text in output.get("text", "").splitlines())
+    assert line.startswith(_READOUT_MARK), f"{name}: unexpected read-out {line!r}"
+    return Run(notebook, json.loads(line.removeprefix(_READOUT_MARK)), None)
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, Run]:
+    # Two kernels at a time: one notebook's kernel is mostly single-threaded compilation.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(CHECKS, pool.map(execute, CHECKS), strict=True))
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_notebook_executes_and_checks_its_numbers(runs, name):
+    run = runs[name]
+    if run.error is not None:
+        raise run.error
+    CHECKS[name].check(run.values)
+
+
+@pytest.fixture(scope="module")
+def site(runs, tmp_path_factory) -> Path:
+    """The documentation site built (strict) from a copy of docs/ holding the executed notebooks."""
+    failed = [name for name, run in runs.items() if run.error is not None]
+    if failed:
+        pytest.fail(f"the site is built with executed notebooks, and these failed: {failed}")
+    folder = tmp_path_factory.mktemp("site")
+    docs = folder / "docs"
+    shutil.copytree(REPOSITORY / "docs", docs, ignore=shutil.ignore_patterns("notebooks"))
+    (docs / "notebooks").mkdir()
+    shutil.copy(NOTEBOOKS / "README.md", docs / "notebooks" / "README.md")
+    for name, run in runs.items():
+        nbformat.write(run.notebook, docs / "notebooks" / f"{name}.ipynb")
+    environment = os.environ | {"FLOWSIM_DOCS_DIR": str(docs), "FLOWSIM_DOCS_EXECUTE": "false"}
+    # Relative paths in mkdocs.yml are the repository's, the site folder's too: it is given absolute.
+    site = folder / "site"
+    command = [
+        sys.executable,
+        "-m",
+        "mkdocs",
+        "build",
+        "--strict",
+        "-f",
+        str(REPOSITORY / "mkdocs.yml"),
+        "-d",
+        str(site),
+    ]
+    result = subprocess.run(command, cwd=folder, env=environment, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    return site
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_the_site_shows_the_notebook_with_its_figures(site, name):
+    page = (site / "notebooks" / name / "index.html").read_text()
+    assert "jp-OutputArea-child" in page and "Traceback" not in page, f"{name}: shown without its outputs"
+    if name != "02_derivation":  # the derivation shows formulas, not figures
+        assert 'src="data:image/png;base64,' in page, f"{name}: no figure in the site's page"
+    # The previous / next links point to the other notebooks' pages, not to their .ipynb files.
+    order = list(CHECKS)
+    neighbours = order[max(order.index(name) - 1, 0) : order.index(name) + 2]
+    for other in set(neighbours) - {name}:
+        assert f'href="../{other}/"' in page and f'href="{other}.ipynb"' not in page, f"{name}: link to {other}"
 
 
 def test_notebooks_are_stored_without_outputs():
@@ -127,3 +301,19 @@ def test_notebooks_are_stored_without_outputs():
         for cell in notebook.cells:
             if cell.cell_type == "code":
                 assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has stored outputs"
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_the_notebook_installs_flowsim_and_hides_its_answers(name):
+    notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    # The first code cell installs flowsim in a kernel without it (a fresh Colab-style kernel), and only then.
+    assert 'find_spec("flowsim") is None' in code[0].source and "pip" in code[0].source
+    assert any("Exercise" in cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+    answers = [cell for cell in notebook.cells if cell.source.startswith("*Answer.*")]
+    assert answers, f"{name}: no worked answer"
+    for answer in answers:  # collapsed in Jupyter until the student opens them
+        assert answer.metadata.get("jupyter", {}).get("source_hidden"), f"{name}: an answer is not hidden"
+    # The take-aways are for students: no summary printed for the tests (they read the notebook's namespace).
+    markdown = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")
+    assert "What to take away" in markdown and "## Summary" not in markdown

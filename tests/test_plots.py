@@ -178,6 +178,19 @@ def test_trajectory_projections_of_a_basin_map(sphere_basin, tmp_path):
     plt.close(fig)
 
 
+def test_trajectory_projections_key_the_colours_with_labels(sphere_basin):
+    solved = sphere_basin.flowsim_trajectories
+    fig = figures.trajectory_projections(solved, PROBLEM, indices=[2, 0, 1], labels=["a", "b", "c"])
+    (key,) = fig.legends
+    assert [text.get_text() for text in key.get_texts()] == ["a", "b", "c"]
+    # Each label has the colour of its trajectory's curve.
+    curves = fig.axes[-1].get_lines()
+    assert [to_rgb(handle.get_color()) for handle in key.legend_handles] == [to_rgb(c.get_color()) for c in curves]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="one label per trajectory drawn"):
+        figures.trajectory_projections(solved, PROBLEM, indices=[0, 1], labels=["a"])
+
+
 def _handmade_trajectories():
     """Two trajectories without a solve: one on M (distance 0), one failed after two saved times."""
     ts = np.array([0.0, 1.0, 2.0, 3.0])
