@@ -286,6 +286,8 @@ def test_the_site_shows_the_notebook_with_its_figures(site, name):
     assert "jp-OutputArea-child" in page and "Traceback" not in page, f"{name}: shown without its outputs"
     if name != "02_derivation":  # the derivation shows formulas, not figures
         assert 'src="data:image/png;base64,' in page, f"{name}: no figure in the site's page"
+    # The worked answers are folded, as they are collapsed in Jupyter (docs/hooks.py).
+    assert '<details class="worked-answer">' in page, f"{name}: its answers are not folded"
     # The previous / next links point to the other notebooks' pages, not to their .ipynb files.
     order = list(CHECKS)
     neighbours = order[max(order.index(name) - 1, 0) : order.index(name) + 2]
