@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,7 +99,7 @@ class Checks:
     """
 
     readout: dict[str, str]
-    check: object
+    check: Callable[[dict[str, float]], None]
 
 
 CHECKS = {
