@@ -30,19 +30,31 @@ def _anchor(name: str) -> str:
     return _FULL_PATHS.get(name, f"flowsim.{name}")
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("site")
+def build_site(site: Path, **environment: str) -> Path:
+    """`mkdocs build --strict` of the repository's mkdocs.yml into the folder `site`, the notebooks rendered
+    as stored (FLOWSIM_DOCS_EXECUTE=false) unless `environment` says otherwise; fails with mkdocs' output.
+
+    **Arguments:** `site`, an absolute path (relative ones in mkdocs.yml are the repository's); `environment`,
+    variables added to the build's environment (e.g. FLOWSIM_DOCS_DIR, another docs folder).
+
+    **Returns:** `site`.
+    """
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPOSITORY / "mkdocs.yml")]
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)],
-        cwd=REPOSITORY,
-        env=os.environ | {"FLOWSIM_DOCS_EXECUTE": "false"},
+        [*command, "--site-dir", str(site)],
+        cwd=site.parent,
+        env=os.environ | {"FLOWSIM_DOCS_EXECUTE": "false", **environment},
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
-    return folder
+    return site
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    return build_site(tmp_path_factory.mktemp("site") / "site")
 
 
 def test_the_site_builds_with_every_page(site):

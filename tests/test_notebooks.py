@@ -12,10 +12,7 @@ the executed notebooks, their outputs and figures: what `mkdocs build` does by e
 
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +23,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+
+from tests.test_docs import build_site
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPOSITORY / "notebooks"
@@ -262,23 +261,7 @@ def site(runs, tmp_path_factory) -> Path:
     shutil.copy(NOTEBOOKS / "README.md", docs / "notebooks" / "README.md")
     for name, run in runs.items():
         nbformat.write(run.notebook, docs / "notebooks" / f"{name}.ipynb")
-    environment = os.environ | {"FLOWSIM_DOCS_DIR": str(docs), "FLOWSIM_DOCS_EXECUTE": "false"}
-    # Relative paths in mkdocs.yml are the repository's, the site folder's too: it is given absolute.
-    site = folder / "site"
-    command = [
-        sys.executable,
-        "-m",
-        "mkdocs",
-        "build",
-        "--strict",
-        "-f",
-        str(REPOSITORY / "mkdocs.yml"),
-        "-d",
-        str(site),
-    ]
-    result = subprocess.run(command, cwd=folder, env=environment, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
-    return site
+    return build_site(folder / "site", FLOWSIM_DOCS_DIR=str(docs))
 
 
 @pytest.mark.parametrize("name", CHECKS)
