@@ -14,6 +14,7 @@ __all__ = [
     "SEED",
     "SHARE",
     "Allowed",
+    "InvalidInput",
     "as_key",
     "at_least",
     "check_choice",
@@ -22,6 +23,14 @@ __all__ = [
     "check_shape",
     "python_scalar",
 ]
+
+
+class InvalidInput(ValueError):
+    """A value flowsim cannot take: the message names the parameter (or option) and what is allowed.
+
+    A `ValueError`, so that `except ValueError` catches it; the command line reports it as invalid input
+    (exit status 2), and any other error as flowsim's own failure, never as the user's.
+    """
 
 
 @dataclass(frozen=True)
@@ -56,7 +65,7 @@ class Allowed:
                 number = math.nan
             ok = not math.isnan(number) and self.accepts(number)
         if not ok:
-            raise ValueError(f"{name} must be {self.text}, got {value!r}")
+            raise InvalidInput(f"{name} must be {self.text}, got {value!r}")
         return number
 
 
@@ -85,7 +94,7 @@ def check_count(name: str, value, minimum: int) -> int:
 def check_choice(name: str, value, allowed: tuple):
     """`value` if it is one of `allowed`, else ValueError naming them."""
     if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        raise InvalidInput(f"{name} must be one of {allowed}, got {value!r}")
     return value
 
 
@@ -93,7 +102,7 @@ def check_shape(name: str, value, shape: tuple[int, ...], meaning: str = "") -> 
     """`value` as a float64 array, if it has `shape`, else ValueError naming it (`meaning`: how to read the shape)."""
     array = np.asarray(value, dtype=float)
     if array.shape != shape:
-        raise ValueError(f"{name} must have shape {meaning or ''}{shape}, got {array.shape}")
+        raise InvalidInput(f"{name} must have shape {meaning or ''}{shape}, got {array.shape}")
     return array
 
 
@@ -122,6 +131,6 @@ def as_key(key, name: str = "key"):
         jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) or (key.dtype == np.uint32 and key.shape == (2,))
     ):
         return key
-    raise ValueError(
+    raise InvalidInput(
         f"{name} must be a JAX PRNG key, jax.random.key(seed), or an integer seed in [0, 2**63 - 1], got {key!r}"
     )

@@ -11,6 +11,8 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from flowsim._checks import InvalidInput
+
 __all__ = ["Need", "available_bytes", "check_fits", "format_bytes", "tree_bytes"]
 
 
@@ -72,7 +74,7 @@ def check_fits(call: str, needs: Sequence[Need], available: tuple[int, str] | No
     if total <= free:
         return
     largest = max(needs, key=lambda need: need.nbytes)
-    raise ValueError(
+    raise InvalidInput(
         f"{call} would need about {format_bytes(total)} of memory, more than the {format_bytes(free)} {source}: "
         f"{largest.what} alone take {format_bytes(largest.nbytes)}; {largest.advice}"
     )

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from flowsim._checks import Allowed
+from flowsim._checks import Allowed, InvalidInput
 from flowsim.schedules import AbstractSchedule, Constant
 
 __all__ = [
@@ -197,7 +197,7 @@ class AbstractTask(eqx.Module):
     def schedule(self) -> AbstractSchedule:
         """The scheduled parameter as a schedule (a fixed number as a `Constant`)."""
         if self.scheduled is None:
-            raise ValueError(f"{type(self).__name__} has no scheduled parameter")
+            raise InvalidInput(f"{type(self).__name__} has no scheduled parameter")
         value = getattr(self, self.scheduled)
         return value if isinstance(value, AbstractSchedule) else Constant(value)
 
@@ -211,7 +211,7 @@ class AbstractTask(eqx.Module):
     def with_schedule(self, schedule) -> "AbstractTask":
         """The same task with its scheduled parameter replaced by `schedule` (a schedule or a number)."""
         if self.scheduled is None:
-            raise ValueError(f"{type(self).__name__} has no parameter a schedule can drive")
+            raise InvalidInput(f"{type(self).__name__} has no parameter a schedule can drive")
         return type(self)(**{**_fields(self), self.scheduled: schedule})
 
     def describe(self, *, math_text: bool = False) -> str:
@@ -362,7 +362,7 @@ def check_states(task: AbstractTask, y0, name: str = "y0") -> tuple[np.ndarray, 
     array = np.asarray(y0, dtype=float)
     if array.ndim not in (1, 2) or array.shape[-1] != n:
         names = ", ".join(task.state_names)
-        raise ValueError(f"{name} must have shape ({n},) or (batch, {n}) ({names}), got shape {array.shape}")
+        raise InvalidInput(f"{name} must have shape ({n},) or (batch, {n}) ({names}), got shape {array.shape}")
     array = array.reshape(-1, n)
     problems = task.unrealizable(array)
     valid = np.ones(len(array), bool)

@@ -19,7 +19,7 @@ import equinox as eqx
 import numpy as np
 
 from flowsim import _status
-from flowsim._checks import NON_NEGATIVE, check_choice, check_count, check_positive
+from flowsim._checks import NON_NEGATIVE, InvalidInput, check_choice, check_count, check_positive
 from flowsim._status import Failure, Status
 from flowsim._task import distance_up_to_symmetry, max_abs, symmetry_text
 from flowsim.integrate import solve_flow
@@ -302,11 +302,11 @@ def _sweep(parameter: str, values, comparisons: list[Comparison], expected) -> S
 def _check_values(name: str, values, integer: bool) -> np.ndarray:
     array = np.asarray(values, dtype=float)
     if array.ndim != 1 or len(array) < 2 or not (np.isfinite(array).all() and (array > 0).all()):
-        raise ValueError(f"{name} must hold at least two finite values > 0, got {values!r}")
+        raise InvalidInput(f"{name} must hold at least two finite values > 0, got {values!r}")
     if len(np.unique(array)) != len(array):
-        raise ValueError(f"{name} must hold distinct values, got {values!r}")
+        raise InvalidInput(f"{name} must hold distinct values, got {values!r}")
     if integer and not np.all(array == np.round(array)):
-        raise ValueError(f"{name} must hold integers, got {values!r}")
+        raise InvalidInput(f"{name} must hold integers, got {values!r}")
     return array
 
 

@@ -24,9 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+from flowsim._checks import InvalidInput
 
 __all__ = [
     "BATCH_AXIS",
@@ -81,7 +84,7 @@ def initialize_cluster(
         count = num_processes if num_processes is not None else _integer("FLOWSIM_NUM_PROCESSES")
         index = process_id if process_id is not None else _integer("FLOWSIM_PROCESS_ID")
         if count is None or index is None:
-            raise ValueError(
+            raise InvalidInput(
                 f"a coordinator address ({address}) needs the number of processes and this process's id: "
                 "FLOWSIM_NUM_PROCESSES and FLOWSIM_PROCESS_ID (or the arguments num_processes, process_id)"
             )
@@ -120,7 +123,7 @@ def use_host_cores(count: int | None = None) -> int:
     if count is None:
         count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if count < 1:
-        raise ValueError(f"{HOST_DEVICES_VARIABLE} must be an integer >= 1, got {count}")
+        raise InvalidInput(f"{HOST_DEVICES_VARIABLE} must be an integer >= 1, got {count}")
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_force_host_platform_device_count" in flags or xla_bridge.backends_are_initialized():
         return 0
@@ -136,7 +139,7 @@ def _integer(name: str) -> int | None:
     try:
         return int(text)
     except ValueError:
-        raise ValueError(f"{name} must be an integer, got {text!r}") from None
+        raise InvalidInput(f"{name} must be an integer, got {text!r}") from None
 
 
 def batch_mesh() -> Mesh:
@@ -230,7 +233,7 @@ def shard_batch(tree) -> ShardedBatch:
     leaves = jax.tree.leaves(tree)
     sizes = {int(np.shape(leaf)[0]) for leaf in leaves}
     if len(sizes) != 1:
-        raise ValueError(f"every array of a batch must have the same number of rows, got {sorted(sizes)}")
+        raise InvalidInput(f"every array of a batch must have the same number of rows, got {sorted(sizes)}")
     size = sizes.pop()
     if not sharding_enabled():
         return ShardedBatch(tree, size, size, False)
@@ -263,19 +266,31 @@ def over_batch(function, sharded: bool):
         return function
     mesh = batch_mesh()
 
-    def on_rows(batch, rest):
-        return function(batch, *rest)
+    def call(batch, *rest):
+        # Traced here, on one device's share of the rows, as on a one-device machine; only the traced
+        # program is replayed inside shard_map. Traced inside it, libraries that compare shapes see
+        # the mesh's manual axis in some of them and not in others (lineax's linear solves in the
+        # implicit Diffrax solvers: "pytree does not match out_structure", lineax issue 185).
+        share = mesh.devices.size
+        rows = jax.tree.map(lambda x: jax.ShapeDtypeStruct((x.shape[0] // share, *x.shape[1:]), x.dtype), batch)
+        program, shapes = jax.make_jaxpr(lambda b, r: function(b, *r), return_shape=True)(rows, rest)
+        run = jax.extend.core.jaxpr_as_fun(program)
 
-    # check_vma off: Diffrax's loops mix replicated and per-device values in their carries, which the
-    # check cannot type; every output is per-device (the batch axis) by construction.
-    mapped = jax.shard_map(
-        on_rows,
-        mesh=mesh,
-        in_specs=(PartitionSpec(BATCH_AXIS), PartitionSpec()),
-        out_specs=PartitionSpec(BATCH_AXIS),
-        check_vma=False,
-    )
-    return lambda batch, *rest: mapped(batch, rest)
+        def on_rows(b, r):
+            return jax.tree.unflatten(jax.tree.structure(shapes), run(*jax.tree.leaves((b, r))))
+
+        # check_vma off: Diffrax's loops mix replicated and per-device values in their carries, which the
+        # check cannot type; every output is per-device (the batch axis) by construction.
+        mapped = jax.shard_map(
+            on_rows,
+            mesh=mesh,
+            in_specs=(PartitionSpec(BATCH_AXIS), PartitionSpec()),
+            out_specs=PartitionSpec(BATCH_AXIS),
+            check_vma=False,
+        )
+        return mapped(batch, rest)
+
+    return call
 
 
 def _place(x, rows: int, sharding: NamedSharding):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 
-from flowsim._checks import as_key
+from flowsim._checks import InvalidInput, as_key
 from flowsim._task import task_vector_field
 from flowsim.compare import REFERENCE_NAMES, Comparison
 from flowsim.fixedpoints import attractors, fixed_points
@@ -206,7 +206,7 @@ def trajectory_projections(
     """
     ys = np.asarray(trajectories.ys)
     if ys.ndim != 3 or ys.shape[-1] != task.dimension:
-        raise ValueError(
+        raise InvalidInput(
             f"trajectory_projections needs trajectories of the {task.dimension}-D flow of {type(task).__name__}, "
             f"got ys of shape {ys.shape}"
         )
@@ -215,7 +215,7 @@ def trajectory_projections(
     observables = list(task.observables.items())
     chosen = range(len(ys)) if indices is None else [int(i) for i in indices]
     if labels is not None and len(labels) != len(chosen):
-        raise ValueError(f"labels must give one label per trajectory drawn ({len(chosen)}), got {len(labels)}")
+        raise InvalidInput(f"labels must give one label per trajectory drawn ({len(chosen)}), got {len(labels)}")
     fig, axes = _panels(ax, len(pairs) + len(observables), "one per pair, then one per observable")
     ok = np.asarray(trajectories.ok)
     ts = np.asarray(trajectories.ts)
@@ -253,7 +253,7 @@ def trajectory_projections(
 
 def _state_index(task, name: str) -> int:
     if name not in task.state_names:
-        raise ValueError(f"unknown coordinate {name!r}: choose from {task.state_names}")
+        raise InvalidInput(f"unknown coordinate {name!r}: choose from {task.state_names}")
     return task.state_names.index(name)
 
 
@@ -262,7 +262,7 @@ def _panels(ax, count: int, what: str):
     if ax is not None:
         axes = list(ax)
         if len(axes) != count:
-            raise ValueError(f"ax must hold {count} axes ({what}), got {len(axes)}")
+            raise InvalidInput(f"ax must hold {count} axes ({what}), got {len(axes)}")
         return axes[0].figure, axes
     import matplotlib.pyplot as plt
 
@@ -315,14 +315,14 @@ def basin_map(
     planar = task.restriction() if grid else None
     # The lattice lies in the restriction's plane: a kind of start outside it would be silently ignored.
     if grid and kind is not None and kind not in planar.initialisations:
-        raise ValueError(
+        raise InvalidInput(
             f"grid=True draws a lattice of the plane {planar.state_names}, starts of "
             f'kind="{planar.initialisations[0]}": got kind={kind!r}'
         )
     kind = task.initialisations[0] if kind is None else kind
     pair = tuple(pair) if pair is not None else tuple((planar or task).state_names[:2])
     if grid and pair != tuple(planar.state_names):
-        raise ValueError(
+        raise InvalidInput(
             f"grid=True draws a lattice of the plane {planar.state_names}: it needs that pair, got {pair!r}"
         )
     columns = tuple(_state_index(task, name) for name in pair)

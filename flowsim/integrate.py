@@ -17,6 +17,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from flowsim import _status
+from flowsim._checks import InvalidInput
 from flowsim._interrupt import Interrupted, checking_enabled, ctrl_c_stops, run_interruptibly
 from flowsim._memory import Need, check_fits
 from flowsim._status import Failure, Status
@@ -158,7 +159,7 @@ def integrate(
     y0 = jnp.asarray(y0, dtype=float)
     ts = jnp.asarray(ts, dtype=float)
     if ts.ndim != 1 or ts.size < 2 or not bool(jnp.all(jnp.diff(ts) > 0)):
-        raise ValueError("ts must be a 1-D array of at least two strictly increasing times")
+        raise InvalidInput("ts must be a 1-D array of at least two strictly increasing times")
     batch, n = y0.shape
     saved = Need(
         f"the saved states ({batch} trajectories x {ts.size} times x {n} values)",

@@ -7,7 +7,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from flowsim import _status
-from flowsim._checks import check_count, check_positive
+from flowsim._checks import InvalidInput, check_count, check_positive
 from flowsim._status import Failure, Status
 from flowsim._task import check_states, task_risk
 from flowsim.devices import shard_batch
@@ -66,10 +66,10 @@ def iterate_map(task, y0, alpha: float, steps: int, *, log_every: int = 1) -> Ma
     steps = check_count("steps", steps, 1)
     log_every = check_count("log_every", log_every, 1)
     if steps % log_every:
-        raise ValueError(f"log_every = {log_every} must divide steps = {steps}")
+        raise InvalidInput(f"log_every = {log_every} must divide steps = {steps}")
     y0, valid, reasons = check_states(task, y0)
     if not valid.all():
-        raise ValueError(reasons[int(np.argmin(valid))])
+        raise InvalidInput(reasons[int(np.argmin(valid))])
     task = traced(task)
     batch = shard_batch(jnp.asarray(y0))  # the states split over every device (a no-op on one)
     ys = batch.gather(_iterate(batch.value, jnp.asarray(alpha, dtype=float), task, steps // log_every, log_every))

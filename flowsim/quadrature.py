@@ -28,7 +28,7 @@ from jaxtyping import Array, Float
 from scipy.special import ndtri
 from scipy.stats import qmc
 
-from flowsim._checks import at_least, check_count
+from flowsim._checks import InvalidInput, at_least, check_count
 
 __all__ = ["MAX_PRODUCT_POINTS", "GaussianRule", "default_rule", "gauss_hermite", "sobol"]
 
@@ -75,7 +75,7 @@ def gauss_hermite(m: int, order: int) -> GaussianRule:
     """
     m, order = check_count("m", m, 1), check_count("order", order, 1)
     if order**m > 2**24:
-        raise ValueError(
+        raise InvalidInput(
             f"a product rule of order {order} in m = {m} dimensions has {order}^{m} = {order**m:.3g} points, "
             "more than 2**24: lower order, or use sobol(m, points)"
         )
@@ -101,7 +101,7 @@ def sobol(m: int, points: int = DEFAULT_SOBOL_POINTS, seed: int = 0) -> Gaussian
     m = check_count("m", m, 1)
     points = at_least(2).check("points", points)
     if points & (points - 1):
-        raise ValueError(f"points must be a power of 2 (a Sobol' set's balance needs it), got {points}")
+        raise InvalidInput(f"points must be a power of 2 (a Sobol' set's balance needs it), got {points}")
     uniform = qmc.Sobol(d=m, scramble=True, rng=np.random.default_rng(seed)).random_base2(int(math.log2(points)))
     # Scrambled points lie strictly inside (0, 1): the quantile is finite.
     normal = ndtri(uniform)

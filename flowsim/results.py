@@ -15,16 +15,18 @@ import json
 import math
 import os
 import platform
-import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from flowsim._checks import InvalidInput
+from flowsim._stored import load_unit, unit_bytes
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -43,6 +45,15 @@ __all__ = [
     "write_text",
 ]
 
+#: The mark of a run record that flowsim wrote (its "schema" field): only such a folder is replaced or resumed.
+SCHEMA = "flowsim run record 2"
+
+#: The folder of a run's finished units (`RunRecord.unit`).
+UNITS = "units"
+
+#: The parameters a resumed run may change: where and how it reports, not what it computes.
+NOT_COMPARED = ("out", "progress", "replace", "resume", "yes")
+
 #: Packages whose versions a run record names.
 PACKAGES = (
     "flowsim", "jax", "jaxlib", "diffrax", "equinox", "optimistix", "lineax", "optax",
@@ -56,61 +67,118 @@ os.umask(_UMASK)
 
 
 def earlier_run(folder) -> dict | None:
-    """The record (run.json) of the flowsim run that wrote `folder`, or None if it holds none."""
+    """The record (run.json) of the flowsim run that wrote `folder`, or None if it holds none.
+
+    A record is flowsim's when its "schema" field is `SCHEMA`; a run.json of any other program (or of a
+    flowsim too old to mark its records) is not, and such a folder is never deleted nor resumed.
+    """
     try:
         record = json.loads((Path(folder) / "run.json").read_text())
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and str(record.get("command", "")).startswith("flowsim") else None
+    return record if isinstance(record, dict) and record.get("schema") == SCHEMA else None
 
 
-def prepare_folder(path, *, replace: bool = False) -> Path:
-    """Make `path` an empty folder that can be written, before any computation.
+def describe_run(record: dict) -> str:
+    """An earlier run in a few words: its command, start and status ("running" said as killed where its
+    process is gone)."""
+    status = record.get("status")
+    if status == "running":
+        alive = record.get("host") == platform.node() and _process_exists(record.get("pid"))
+        status = "running" if alive else "not finished: killed or crashed while running"
+    return f"{record.get('command')}, started {record.get('started')}, status {status!r}"
 
-    A folder never mixes two runs: an existing folder must be empty, or hold an earlier flowsim
-    run (its run.json) and `replace` be given, which deletes that run first. A folder holding
-    anything else is never deleted. Checked before computing, so that a run never computes for
-    minutes to fail on writing.
+
+def _process_exists(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _written_by(folder: Path, record: dict) -> tuple[set[Path], list[Path]]:
+    """The paths in `folder` that the run of `record` wrote (its files, run.json, their folders, temporary
+    files it left), and the others: what a user put there."""
+    ours = {folder / "run.json"}
+    for name in record.get("files", []):
+        path = folder / str(name)
+        ours.add(path)
+        ours.update(parent for parent in path.parents if folder in parent.parents)
+    others = []
+    for path in sorted(folder.rglob("*")):
+        if path in ours or (path.name.startswith(".") and path.name.endswith(".part")):
+            continue
+        if path.is_dir() and not path.is_symlink() and all(p in ours for p in path.rglob("*")):
+            continue
+        if not any(parent in others for parent in path.parents):
+            others.append(path)
+    return ours, others
+
+
+def prepare_folder(path, *, replace: bool = False, resume: bool = False) -> Path:
+    """Make `path` a folder that can be written, before any computation: new, empty, or an earlier run's.
+
+    A folder never mixes two runs: an existing folder must be empty, or hold an earlier flowsim run
+    (its run.json, marked as flowsim's) and either `replace` be given, which deletes exactly the files
+    that run recorded, or `resume`, which keeps them (`RunRecord` checks that the run is the same). A
+    folder holding anything flowsim did not write is never deleted: `replace` refuses it. Checked before
+    computing, so that a run never computes for minutes to fail on writing.
 
     **Arguments:**
 
     - `path`: the folder (created with its parents if needed).
-    - `replace`: delete an earlier flowsim run found there.
+    - `replace`: delete the earlier flowsim run found there.
+    - `resume`: keep the earlier flowsim run found there, to be continued.
 
     **Returns:** the folder as a `Path`.
 
-    **Raises:** ValueError saying which folder cannot be used, why, and what to do instead.
+    **Raises:** `InvalidInput` saying which folder cannot be used, why, and what to do instead.
     """
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
-        raise ValueError(f"cannot write results into {folder}: it is a file (results need a folder)")
+        raise InvalidInput(f"cannot write results into {folder}: it is a file (results need a folder)")
     entries = sorted(folder.iterdir()) if folder.is_dir() else []
     if entries:
         earlier = earlier_run(folder)
         if earlier is None:
             shown = ", ".join(entry.name for entry in entries[:3]) + (", ..." if len(entries) > 3 else "")
-            raise ValueError(
+            raise InvalidInput(
                 f"cannot write results into {folder}: it is not empty ({shown}) and holds no earlier flowsim run "
-                "(no run.json); give a new or empty folder (flowsim deletes only its own results)"
+                "(no run.json written by flowsim); give a new or empty folder (flowsim deletes only its own results)"
             )
-        if not replace:
-            raise ValueError(
-                f"{folder} holds an earlier run ({earlier.get('command')}, started {earlier.get('started')}, "
-                f"status {earlier.get('status')!r}): give another folder, or --replace (replace=True) to delete it "
-                "first (a folder never mixes two runs)"
+        if not (replace or resume):
+            raise InvalidInput(
+                f"{folder} holds an earlier run ({describe_run(earlier)}): give another folder, --resume to "
+                "continue it, or --replace (replace=True) to delete it first (a folder never mixes two runs)"
             )
-        for entry in entries:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+        if replace:
+            ours, others = _written_by(folder, earlier)
+            if others:
+                shown = ", ".join(str(path.relative_to(folder)) for path in others[:3])
+                raise InvalidInput(
+                    f"cannot replace the earlier run in {folder}: it also holds what flowsim did not write "
+                    f"({shown}{', ...' if len(others) > 3 else ''}); move those away or give another folder"
+                )
+            for path in sorted(ours, key=lambda p: len(p.parts), reverse=True):  # files, then their folders
+                if path.is_dir() and not path.is_symlink():
+                    with contextlib.suppress(OSError):
+                        path.rmdir()
+                elif path.exists() or path.is_symlink():
+                    path.unlink()
+            for leftover in folder.rglob(".*.part"):
+                leftover.unlink()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as error:
         reason = error.strerror or str(error)
-        raise ValueError(
+        raise InvalidInput(
             f"cannot write results into {folder}: {reason} (results need a folder that can be written)"
         ) from None
     return folder
@@ -164,7 +232,7 @@ def long_table(axes: Sequence[Mapping[str, Sequence]], values: Mapping[str, np.n
     for axis, length in zip(columns, shape, strict=True):
         for name, column in axis.items():
             if column.shape != (length,):
-                raise ValueError(f"column {name!r} has shape {column.shape}, its axis has length {length}")
+                raise InvalidInput(f"column {name!r} has shape {column.shape}, its axis has length {length}")
     table = {}
     for i, axis in enumerate(columns):
         along = [1] * len(shape)
@@ -198,7 +266,7 @@ def write_csv(path, table: Mapping[str, Sequence]) -> Path:
     cells = {name: [_cell(item) for item in np.asarray(column).tolist()] for name, column in table.items()}
     lengths = {len(column) for column in cells.values()}
     if len(lengths) > 1:
-        raise ValueError(f"the columns of a table must have one length, got {sorted(lengths)}")
+        raise InvalidInput(f"the columns of a table must have one length, got {sorted(lengths)}")
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(cells)
@@ -294,7 +362,10 @@ class RunRecord:
     - `parameters`: every parameter of the run (JSON-serialisable values).
     - `seed`: the PRNG seed, if any.
     - `log`: called with a line when a phase starts and ends (default: print to stderr; None: silent).
-    - `replace`: delete an earlier flowsim run in `folder` first.
+    - `replace`: delete an earlier flowsim run in `folder` first (exactly the files it recorded).
+    - `resume`: continue the earlier run in `folder`: the same command with the same parameters
+      (`NOT_COMPARED` aside) and seed, else `InvalidInput` naming what differs. Its finished units
+      (`unit`) are read back instead of computed again; its other files are written anew.
     """
 
     def __init__(
@@ -306,16 +377,26 @@ class RunRecord:
         seed: int | None = None,
         log: Callable[[str], None] | None = log_to_stderr,
         replace: bool = False,
+        resume: bool = False,
     ):
         # The outermost folder this run creates (None if `folder` exists): what `discard` may remove.
         missing = [path for path in (Path(folder), *Path(folder).parents) if not path.exists()]
         self.created = missing[-1] if missing else None
-        self.folder = prepare_folder(folder, replace=replace)
         self.command = command
         self.parameters = dict(parameters)
         self.seed = seed
+        earlier = earlier_run(folder) if resume else None
+        if earlier is not None:
+            self._check_same_run(Path(folder), earlier)
+        self.folder = prepare_folder(folder, replace=replace, resume=resume)
         self.started = datetime.datetime.now(datetime.UTC)
-        self.files: list[str] = []
+        # A resumed run keeps the units it finished (their files stay until this run rewrites the record).
+        units = [
+            str(name) for name in (earlier or {}).get("units", []) if (self.folder / UNITS / f"{name}.npz").exists()
+        ]
+        self.files: list[str] = [f"{UNITS}/{name}.npz" for name in units]
+        self.units: list[str] = units
+        self.resumed = len(units) if earlier is not None else None
         self.phases: dict[str, float] = {}
         self.failures: list[dict] = []
         self.summary: dict = {}
@@ -325,6 +406,50 @@ class RunRecord:
         self._clock = time.perf_counter()
         self._environment = environment()
         self._write_record("running")
+
+    def _check_same_run(self, folder: Path, earlier: dict) -> None:
+        """`InvalidInput` unless the earlier run in `folder` is this run: same command, parameters and seed."""
+        if earlier.get("status") == "running" and "not finished" not in describe_run(earlier):
+            raise InvalidInput(f"cannot resume the run in {folder}: it is still running ({describe_run(earlier)})")
+        then = {"command": earlier.get("command"), "seed": earlier.get("seed"), **earlier.get("parameters", {})}
+        now = _jsonable({"command": self.command, "seed": self.seed, **self.parameters})
+        differ = [
+            f"{name}: {then.get(name)!r} then, {now.get(name)!r} now"
+            for name in sorted(then.keys() | now.keys())
+            if name not in NOT_COMPARED and then.get(name) != now.get(name)
+        ]
+        if differ:
+            raise InvalidInput(
+                f"cannot resume the run in {folder} with other arguments ({'; '.join(differ)}): give the same "
+                "arguments, or another folder"
+            )
+
+    def unit(self, name: str, compute: Callable[[], Any]) -> Any:
+        """A finished unit of the run's work: read back if a resumed run finished it, else computed and stored.
+
+        Each unit is stored as it finishes (`units/NAME.npz`, listed in run.json), so that Ctrl-C, a crash
+        or a killed process keeps it, and a run resumed with the same arguments reads it back bit for bit
+        instead of computing it again. Its result must be a tree of arrays, numbers and strings in tuples,
+        dicts, NamedTuples, dataclasses or equinox Modules of flowsim's (`flowsim._stored`).
+
+        **Arguments:**
+
+        - `name`: the unit's name, unique in the run (letters, digits, "-", "_", "=", ".").
+        - `compute`: computes the unit's result.
+
+        **Returns:** the result.
+        """
+        if not name or not all(c.isalnum() or c in "-_=." for c in name) or name.startswith("."):
+            raise InvalidInput(f"a unit's name must be letters, digits, '-', '_', '=' or '.', got {name!r}")
+        path = self.folder / UNITS / f"{name}.npz"
+        if name in self.units:
+            return load_unit(path)
+        value = compute()
+        path.parent.mkdir(exist_ok=True)
+        self._written([write_bytes(path, unit_bytes(value))])
+        self.units.append(name)
+        self._write_record("running")
+        return value
 
     @contextlib.contextmanager
     def phase(self, name: str, description: str = "") -> Iterator[None]:
@@ -406,7 +531,7 @@ class RunRecord:
         """Remove run.json, and the folders this run created if it left them empty: for a run refused
         (invalid input found once the folder was made) before it wrote any file."""
         if self.files:
-            raise ValueError(f"the run wrote {len(self.files)} files into {self.folder}: finish it instead")
+            raise InvalidInput(f"the run wrote {len(self.files)} files into {self.folder}: finish it instead")
         (self.folder / "run.json").unlink(missing_ok=True)
         if self.created is not None:
             # The folders this run made, innermost first, as long as they are empty.
@@ -420,6 +545,7 @@ class RunRecord:
 
     def _write_record(self, status: str) -> Path:
         record = {
+            "schema": SCHEMA,
             "command": self.command,
             "status": status,
             **({"reason": self.reason} if self.reason else {}),
@@ -430,6 +556,10 @@ class RunRecord:
             "started": self.started.isoformat(timespec="seconds").replace("+00:00", "Z"),
             "durations_s": {"total": self.elapsed, "phases": self.phases},
             "files": self.files,
+            "units": self.units,
+            **({} if self.resumed is None else {"resumed_units": self.resumed}),
+            "pid": os.getpid(),
+            "host": platform.node(),
             "environment": self._environment,
         }
         text = json.dumps(_jsonable(record), indent=2, allow_nan=False)

@@ -13,7 +13,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from flowsim import _status
-from flowsim._checks import as_key, check_count, check_positive
+from flowsim._checks import InvalidInput, as_key, check_count, check_positive
 from flowsim._interrupt import Interrupted, ctrl_c_stops, run_interruptibly, stop_requested
 from flowsim._memory import Need, check_fits, format_bytes, tree_bytes
 from flowsim._status import Failure, Status
@@ -161,7 +161,7 @@ def check_lengths(lr, steps, batch, log_every, seeds) -> tuple[float, int, int, 
     log_every = check_count("log_every", log_every, 1)
     seeds = check_count("seeds", seeds, 1)
     if steps % log_every:
-        raise ValueError(f"log_every = {log_every} must divide steps = {steps}")
+        raise InvalidInput(f"log_every = {log_every} must divide steps = {steps}")
     return lr, steps, batch, log_every, seeds
 
 
@@ -245,7 +245,7 @@ def init_states(task, init, seeds: int):
     """None for a named initialisation (drawn per seed inside the run), else the given states as (seeds, n)."""
     if isinstance(init, str):
         if init not in task.initialisations:
-            raise ValueError(
+            raise InvalidInput(
                 f"init must be one of {task.initialisations} or states of shape ({task.dimension},) or "
                 f"(seeds, {task.dimension}), got {init!r}"
             )
@@ -253,11 +253,11 @@ def init_states(task, init, seeds: int):
     # Checked before broadcasting: a 1-D init of the wrong length gets the shape message, not NumPy's.
     y0, valid, reasons = check_states(task, init, "init")
     if not valid.all():
-        raise ValueError(reasons[int(np.argmin(valid))])
+        raise InvalidInput(reasons[int(np.argmin(valid))])
     if np.ndim(init) == 1:
         y0 = np.broadcast_to(y0, (seeds, task.dimension))
     if y0.shape != (seeds, task.dimension):
-        raise ValueError(
+        raise InvalidInput(
             f"init must have shape ({task.dimension},) or (seeds, {task.dimension}) = ({seeds}, {task.dimension}), "
             f"got {y0.shape}"
         )

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import SHARE, as_key, check_count, check_positive
+from flowsim._checks import SHARE, InvalidInput, as_key, check_count, check_positive
 from flowsim._task import distance_to_targets
 from flowsim.fixedpoints import Attractor
 from flowsim.integrate import solve_flow
@@ -116,7 +116,7 @@ def verify_convergence(
     **Returns:** a `VerifyReport`; `format_report` prints it.
     """
     if not settings:
-        raise ValueError("settings must hold at least one Setting")
+        raise InvalidInput("settings must hold at least one Setting")
     n = check_count("n", n, 1)
     n_saves = check_count("n_saves", n_saves, 2)
     t_max, tol = check_positive("t_max", t_max), check_positive("tol", tol)

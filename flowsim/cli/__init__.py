@@ -8,7 +8,9 @@ Every computing command writes into its --out folder: the numbers as tidy CSV ta
 PNG and PDF, and run.json (parameters, seed, versions, timings, files, status); docs/results.md
 describes every file. Exit status: 0 when the run succeeded; 1 on a numerical failure (the
 results computed until then are written, run.json says where it happened) or when `verify`'s
-claim fails; 2 on invalid input (one line on stderr, nothing computed).
+claim fails; 2 on invalid input (one line on stderr, nothing computed); 3 on an internal error of
+flowsim (a bug: the traceback is printed, the files written so far are kept); 130 on Ctrl-C (the
+finished work is kept, and `--resume` continues a long command from it).
 
 Option values are checked before anything is compiled; JAX, matplotlib and SymPy work happens
 inside the commands.
@@ -20,9 +22,11 @@ import importlib
 import os
 import sys
 import tempfile
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
+from flowsim._checks import InvalidInput
 from flowsim._interrupt import checking
 from flowsim.cli import _parts as parts
 from flowsim.cli._options import Command, Parser, check, output_options
@@ -38,7 +42,7 @@ def _derive(args) -> int:
 
     installed = Path(flowsim.__file__).resolve().parent
     if (Path(args.out) / "flowsim").resolve() == installed:
-        raise ValueError(
+        raise InvalidInput(
             f"--out {args.out} would overwrite the installed package's {installed}: give another folder "
             "(`python -m derivations` regenerates a checkout)"
         )
@@ -118,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="flowsim",
         description="Training dynamics of simplified attention layers. Commands without a task name run "
         f"the first task ({default}: {_task_cli(default).DESCRIPTION}); `flowsim TASK --help` lists a task's.",
-        epilog="Exit status: 0 ok, 1 numerical failure (results kept) or a failed claim, 2 invalid input. "
+        epilog="Exit status: 0 ok, 1 numerical failure (results kept) or a failed claim, 2 invalid input, "
+        "3 an internal error of flowsim (results kept; please report it), 130 interrupted (results kept). "
         "Compiled programs are kept between runs in ~/.cache/flowsim/jax (JAX_COMPILATION_CACHE_DIR: another "
         "folder; FLOWSIM_COMPILATION_CACHE=0: none); the CPU is split into one JAX device per core "
         "(FLOWSIM_HOST_DEVICES=N: N devices; docs/devices.md).",
@@ -166,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         _compilation_cache()
         with _cluster_member(args), checking():
             return args.run(args)
-    except ValueError as error:
+    except InvalidInput as error:
         # Invalid input found once the run's folder was made (e.g. by a memory estimate): a run that wrote
         # nothing leaves nothing; one that did keeps its files, with run.json saying why it ended.
         record = getattr(args, "record", None)
@@ -176,12 +181,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flowsim {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interruption:
-        _close(args, "interrupted", f"{interruption or 'interrupted'} by the user (Ctrl-C)", interruption)
-        print(f"flowsim {args.command}: interrupted (the files written so far are complete)", file=sys.stderr)
+        # Interrupted says where ("interrupted at t = ..."); a plain KeyboardInterrupt says nothing.
+        _close(args, "interrupted", f"{str(interruption) or 'interrupted'} by the user (Ctrl-C)", interruption)
+        resume = " (run the same command with --resume to continue it)" if hasattr(args, "resume") else ""
+        print(f"flowsim {args.command}: interrupted: the files written so far are complete{resume}", file=sys.stderr)
         return 130
-    except BaseException as error:
+    except Exception as error:
+        # Not the user's input: flowsim's own failure. The files written so far stay; the traceback is for a report.
         _close(args, "error", f"{type(error).__name__}: {error}")
-        raise
+        traceback.print_exc(file=sys.stderr)
+        print(
+            f"flowsim {args.command}: internal error: {type(error).__name__}: {error} (a failure of flowsim itself, "
+            "not of your input: please report it with the traceback above)",
+            file=sys.stderr,
+        )
+        return 3
 
 
 def _compilation_cache() -> None:

@@ -4,7 +4,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from flowsim._checks import NON_NEGATIVE, SEED, Allowed
+from flowsim._checks import NON_NEGATIVE, SEED, Allowed, InvalidInput
 
 __all__ = [
     "Command",
@@ -65,20 +65,36 @@ def _folder(text: str) -> str:
     return text
 
 
-def output_options(parser, command: str, seed: int | None = 0) -> None:
-    """--seed (unless None), --out, --replace and --progress, which every computing command has."""
+def output_options(parser, command: str, seed: int | None = 0, resumable: bool = False) -> None:
+    """--seed (unless None), --out, --replace, --progress and --yes, which every computing command has, and
+    --resume for a command whose work is stored in units as they finish (`resumable`)."""
     if seed is not None:
         text = "PRNG seed: the same seed and options give the same numbers"
         option(parser, "--seed", int, seed, text, SEED)
     parser.add_argument(
         "--out",
         type=_folder,
-        default=f"flowsim-out/{command}",
+        default=f"flowsim-out/{command.replace(' ', '-')}",
         help="folder of the results, created if needed (docs/results.md); it must be new, empty, or an earlier "
         "run's folder with --replace",
     )
     parser.add_argument(
-        "--replace", action="store_true", help="delete the earlier flowsim run found in --out before this one"
+        "--replace",
+        action="store_true",
+        help="delete the earlier flowsim run found in --out (exactly the files it recorded) before this one; refused "
+        "if the folder holds anything else",
+    )
+    if resumable:
+        parser.add_argument(
+            "--resume",
+            action="store_true",
+            help="continue the interrupted run in --out (the same arguments): its finished units are read back, "
+            "not computed again",
+        )
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="run even if the estimate before work says it takes longer than an hour",
     )
     parser.add_argument(
         "--progress",
@@ -152,4 +168,4 @@ def check(args) -> None:
     for name, (flag, allowed) in args.checks.items():
         value = getattr(args, name)
         if value is not None and not allowed.accepts(value):
-            raise ValueError(f"{flag} must be {allowed.text}, got {value!r}")
+            raise InvalidInput(f"{flag} must be {allowed.text}, got {value!r}")

@@ -41,8 +41,17 @@ def record(args) -> results.RunRecord:
     parameters = {name: value for name, value in vars(args).items() if name not in ("run", "checks", "replace")}
     log = results.log_to_stderr if args.progress else None
     args.record = results.RunRecord(
-        args.out, f"flowsim {args.command}", parameters, seed=getattr(args, "seed", None), log=log, replace=args.replace
+        args.out,
+        f"flowsim {args.command}",
+        parameters,
+        seed=getattr(args, "seed", None),
+        log=log,
+        replace=args.replace,
+        resume=getattr(args, "resume", False),
     )
+    if args.record.resumed:
+        resumed = f"Resuming the run in {args.record.folder}: {args.record.resumed} finished units read back"
+        print(resumed, file=sys.stderr)
     return args.record
 
 

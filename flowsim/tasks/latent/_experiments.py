@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import as_key, check_count, check_positive
+from flowsim._checks import InvalidInput, as_key, check_count, check_positive
 from flowsim._memory import Need, check_fits
 from flowsim.results import long_table
 from flowsim.tasks.latent._attention import kernel_attention, softmax_attention
@@ -104,7 +104,7 @@ def attention_error(key, model: TiltedGaussian, location, a, Ls, replicates: int
     key, replicates = as_key(key), check_count("replicates", replicates, 2)
     a = np.atleast_2d(np.asarray(a, dtype=float))
     if a.shape[1] != model.d or not np.isfinite(a).all():
-        raise ValueError(f"a must be finite attention parameters of shape (A, {model.d}), got shape {a.shape}")
+        raise InvalidInput(f"a must be finite attention parameters of shape (A, {model.d}), got shape {a.shape}")
     Ls = np.array([check_count("Ls", L, 1) for L in Ls])
     location = jnp.asarray(location, dtype=float)
     scaled, stderr = [], []
@@ -216,7 +216,7 @@ def location_risk(key, model: ConjugateLocation, a_norms, Ls, replicates: int = 
     key, replicates = as_key(key), check_count("replicates", replicates, 2)
     a_norms = np.atleast_1d(np.asarray(a_norms, dtype=float))
     if not (np.isfinite(a_norms).all() and (a_norms >= 0).all()):
-        raise ValueError(f"a_norms must be finite numbers >= 0, got {a_norms.tolist()}")
+        raise InvalidInput(f"a_norms must be finite numbers >= 0, got {a_norms.tolist()}")
     Ls = np.array([check_count("Ls", L, 1) for L in Ls])
     a = jnp.zeros((len(a_norms), model.d)).at[:, 0].set(a_norms)
     attention, attention_se, posterior, posterior_se = [], [], [], []
@@ -322,7 +322,7 @@ def regression_error(key, B, c, noise: float, query, Ls, *, bandwidth: float = 0
     B = np.atleast_2d(np.asarray(B, dtype=float))
     query = np.asarray(query, dtype=float)
     if query.shape != (B.shape[1],) or not np.linalg.norm(query) > 0:
-        raise ValueError(f"query must be a non-zero vector of shape ({B.shape[1]},), got {query.tolist()}")
+        raise InvalidInput(f"query must be a non-zero vector of shape ({B.shape[1]},), got {query.tolist()}")
     bandwidth, ridge = check_positive("bandwidth", bandwidth), check_positive("ridge", ridge)
     Ls = np.array([check_count("Ls", L, 1) for L in Ls])
     gram = Need(

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from flowsim._checks import as_key, check_count, check_positive, check_shape
+from flowsim._checks import InvalidInput, as_key, check_count, check_positive, check_shape
 from flowsim.tasks.latent import _generated
 
 __all__ = ["ConjugateLocation", "LocationMixture", "TiltedGaussian"]
@@ -33,18 +33,18 @@ class TiltedGaussian(eqx.Module):
     def __init__(self, Sigma, B=None, c=None):
         Sigma = np.asarray(Sigma, dtype=float)
         if Sigma.ndim != 2 or Sigma.shape[0] != Sigma.shape[1]:
-            raise ValueError(f"TiltedGaussian.Sigma must be a square matrix, got shape {Sigma.shape}")
+            raise InvalidInput(f"TiltedGaussian.Sigma must be a square matrix, got shape {Sigma.shape}")
         d = Sigma.shape[0]
         if not np.allclose(Sigma, Sigma.T) or not np.isfinite(Sigma).all() or np.linalg.eigvalsh(Sigma).min() <= 0:
-            raise ValueError("TiltedGaussian.Sigma must be symmetric positive definite")
+            raise InvalidInput("TiltedGaussian.Sigma must be symmetric positive definite")
         self.Sigma = Sigma
         B = np.eye(d) if B is None else np.atleast_2d(np.asarray(B, dtype=float))
         if B.ndim != 2 or B.shape[1] != d or not np.isfinite(B).all():
-            raise ValueError(f"TiltedGaussian.B must be a finite (d_v, {d}) matrix, got shape {B.shape}")
+            raise InvalidInput(f"TiltedGaussian.B must be a finite (d_v, {d}) matrix, got shape {B.shape}")
         self.B = B
         self.c = np.zeros(B.shape[0]) if c is None else check_shape("TiltedGaussian.c", c, (B.shape[0],))
         if not np.isfinite(self.c).all():
-            raise ValueError(f"TiltedGaussian.c must be finite, got {self.c.tolist()}")
+            raise InvalidInput(f"TiltedGaussian.c must be finite, got {self.c.tolist()}")
 
     @property
     def d(self) -> int:
@@ -130,15 +130,15 @@ class LocationMixture(eqx.Module):
     def __init__(self, locations, weights=None, sigma=1.0):
         locations = np.asarray(locations, dtype=float)
         if locations.ndim != 2 or not np.isfinite(locations).all():
-            raise ValueError(f"LocationMixture.locations must be a finite (K, d) array, got shape {locations.shape}")
+            raise InvalidInput(f"LocationMixture.locations must be a finite (K, d) array, got shape {locations.shape}")
         K = locations.shape[0]
         weights = np.full(K, 1.0 / K) if weights is None else np.asarray(weights, dtype=float)
         if weights.shape != (K,) or not (np.isfinite(weights).all() and (weights > 0).all()):
-            raise ValueError(f"LocationMixture.weights must be {K} positive numbers, got {weights.tolist()}")
+            raise InvalidInput(f"LocationMixture.weights must be {K} positive numbers, got {weights.tolist()}")
         scales = np.asarray(sigma, dtype=float)
         scales = np.full(K, scales) if scales.ndim == 0 else scales
         if scales.shape != (K,) or not (np.isfinite(scales).all() and (scales > 0).all()):
-            raise ValueError(
+            raise InvalidInput(
                 f"LocationMixture.sigma must be a number > 0 or {K} of them, got {np.ravel(sigma).tolist()}"
             )
         self.locations, self.weights, self.scales = locations, weights / weights.sum(), scales.copy()

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import NON_NEGATIVE, POSITIVE, as_key, at_least, check_choice, check_count
+from flowsim._checks import NON_NEGATIVE, POSITIVE, InvalidInput, as_key, at_least, check_choice, check_count
 from flowsim._interrupt import ctrl_c_stops, run_interruptibly
 from flowsim._memory import Need, check_fits
 from flowsim._task import AbstractTask, Parameter
@@ -164,7 +164,7 @@ def train_readout(
     batch = n if batch is None else batch
     lr, steps, batch, log_every, seeds = check_lengths(lr, steps, batch, log_every, seeds)
     if n % batch:
-        raise ValueError(f"batch = {batch} must divide n = {n}")
+        raise InvalidInput(f"batch = {batch} must divide n = {n}")
     check_choice("init", init, task.initialisations)
     n_test = check_count("n_test", n_test, 1)
     sequences = Need(

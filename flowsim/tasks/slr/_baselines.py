@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from flowsim._checks import as_key, check_count
+from flowsim._checks import InvalidInput, as_key, check_count
 from flowsim.tasks.slr._data import GroundTruth, sample
 from flowsim.tasks.slr._problem import Problem
 
@@ -91,7 +91,9 @@ def fit_linear(X: Float[Array, "n L d"], y: Float[Array, " n"]) -> Float[Array, 
     """
     features = _features(X)
     if features.shape[0] < features.shape[1]:
-        raise ValueError(f"least squares needs at least L*d + 1 = {features.shape[1]} samples, got {features.shape[0]}")
+        raise InvalidInput(
+            f"least squares needs at least L*d + 1 = {features.shape[1]} samples, got {features.shape[0]}"
+        )
     weights, *_ = jnp.linalg.lstsq(features, y)
     return weights
 

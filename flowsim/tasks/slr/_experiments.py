@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 
-from flowsim._checks import as_key, check_choice, check_count, check_shape
+from flowsim._checks import InvalidInput, as_key, check_choice, check_count, check_shape
 from flowsim.experiments import ALGORITHMS, ExperimentResult
 from flowsim.experiments import run_experiment as run_runs
 from flowsim.schedules import InverseTimeDecay
@@ -135,7 +135,7 @@ def run_experiment(
     **Returns:** an `ExperimentResult` (`flowsim.experiments`), whose states are the overlaps.
     """
     if not isinstance(experiment, Experiment):
-        raise ValueError(f"experiment must be an Experiment, got {experiment!r}")
+        raise InvalidInput(f"experiment must be an Experiment, got {experiment!r}")
     check_choice("engine", engine, ENGINES)
     if m0 is not None:
         m0 = check_shape("m0", m0, (check_count("seeds", seeds, 1), 5), "(seeds, 5) = ")
@@ -166,6 +166,7 @@ def reproduce(
     log: Callable[[str], None] | None = None,
     engine: str = "overlaps",
     each: Callable[[ExperimentResult], None] | None = None,
+    unit: Callable | None = None,
 ) -> list[ExperimentResult]:
     """Run the reference experiments, and draw their figures into `out` if given.
 
@@ -183,6 +184,8 @@ def reproduce(
       run with vectors in R^d, as the paper's code; about 12 minutes for the SGD run alone).
     - `each`: called with each result as soon as its experiment is done (e.g. to write its files,
       so that an interrupted reproduction keeps the experiments it finished).
+    - `unit`: a store of finished work, `unit(name, compute) -> result` (`flowsim.results.RunRecord.unit`):
+      each experiment is one unit named after it, read back where the store holds it. Default: computed.
 
     **Returns:** the results, in the order of `experiments`.
     """
@@ -191,12 +194,13 @@ def reproduce(
     results = []
     for experiment in experiments:
         if not isinstance(experiment, Experiment):
-            raise ValueError(f"experiments must hold Experiment objects, got {experiment!r}")
+            raise InvalidInput(f"experiments must hold Experiment objects, got {experiment!r}")
         index = next((i for i, e in enumerate(EXPERIMENTS) if e == experiment), len(EXPERIMENTS))
         scale = min(1.0, QUICK_STEPS[experiment.algorithm] / experiment.steps) if quick else 1.0
-        result = run_experiment(
-            experiment, jax.random.fold_in(as_key(key), index), seeds=seeds, scale=scale, engine=engine
+        run = functools.partial(
+            run_experiment, experiment, jax.random.fold_in(as_key(key), index), seeds=seeds, scale=scale, engine=engine
         )
+        result = run() if unit is None else unit(experiment.name, run)
         results.append(result)
         if out is not None:
             import matplotlib.pyplot as plt

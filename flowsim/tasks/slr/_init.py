@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from flowsim._checks import as_key, check_count
+from flowsim._checks import InvalidInput, as_key, check_count
 
 __all__ = ["INITIALISATIONS", "chi_square", "initial_overlaps"]
 
@@ -43,7 +43,7 @@ def initial_overlaps(key: PRNGKeyArray, d: int, n: int, kind: str = "sphere") ->
     **Returns:** overlaps of shape (n, 5).
     """
     if kind not in INITIALISATIONS:
-        raise ValueError(f"kind must be one of {INITIALISATIONS}, got {kind!r}")
+        raise InvalidInput(f"kind must be one of {INITIALISATIONS}, got {kind!r}")
     n = check_count("n", n, 1)
     d = check_count("d", d, 3 if kind == "manifold" else 2)
     key_normal, key_c1, key_c2 = jax.random.split(as_key(key), 3)

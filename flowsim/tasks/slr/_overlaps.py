@@ -5,6 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from flowsim._checks import InvalidInput
+
 __all__ = ["OVERLAP_NAMES", "check_overlaps", "gram_matrix", "overlaps", "unrealizable", "validate_overlaps"]
 
 #: The order of the overlaps everywhere in flowsim.
@@ -58,13 +60,13 @@ def check_overlaps(m, *, atol: float = 1e-10) -> np.ndarray:
     problems = unrealizable(array.reshape(-1, 5), atol=atol)
     if problems:
         i, reason = next(iter(problems.items()))
-        raise ValueError(f"overlaps point {_where(i, array.shape)} = {_show(array.reshape(-1, 5)[i])} {reason}")
+        raise InvalidInput(f"overlaps point {_where(i, array.shape)} = {_show(array.reshape(-1, 5)[i])} {reason}")
     return array
 
 
 def _check_shape(m) -> None:
     if np.ndim(m) == 0 or np.shape(m)[-1] != 5:
-        raise ValueError(f"overlaps must have a last axis of size 5 {OVERLAP_NAMES}, got shape {np.shape(m)}")
+        raise InvalidInput(f"overlaps must have a last axis of size 5 {OVERLAP_NAMES}, got shape {np.shape(m)}")
 
 
 def validate_overlaps(m, realizable: bool = True) -> None:

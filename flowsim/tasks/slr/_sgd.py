@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from flowsim._checks import as_key, check_choice, check_count
+from flowsim._checks import InvalidInput, as_key, check_choice, check_count
 from flowsim._interrupt import ctrl_c_stops, run_interruptibly
 from flowsim._memory import Need, check_fits
 from flowsim.integrate import traced
@@ -142,11 +142,11 @@ def run_sgd(
     check_choice("engine", engine, ENGINES)
     if engine == "overlaps":
         if mode != "online":
-            raise ValueError(f"engine 'overlaps' runs online SGD only: mode must be 'online', got {mode!r}")
+            raise InvalidInput(f"engine 'overlaps' runs online SGD only: mode must be 'online', got {mode!r}")
         if dtype != "float64":
-            raise ValueError(f"engine 'overlaps' runs in float64 only, got dtype {dtype!r}")
+            raise InvalidInput(f"engine 'overlaps' runs in float64 only, got dtype {dtype!r}")
         if problem.d < 5:
-            raise ValueError(
+            raise InvalidInput(
                 f"engine 'overlaps' needs d >= 5 (a 4-dimensional frame and its complement), got d = {problem.d}"
             )
         return run_chain(
@@ -156,14 +156,14 @@ def run_sgd(
     if mode == "dataset":
         n = check_count("n", n, 1)
         if n % batch:
-            raise ValueError(f"batch = {batch} must divide the dataset size n = {n}")
+            raise InvalidInput(f"batch = {batch} must divide the dataset size n = {n}")
         n_test = check_count("n_test", n_test, 1)
     _check_memory(problem, mode, steps // log_every, batch, seeds, n, n_test, DTYPES[dtype])
     m0 = init_states(problem, init, seeds)
     if m0 is not None and problem.d < 4:
-        raise ValueError(f"building vectors with given overlaps needs d >= 4, got d = {problem.d}")
+        raise InvalidInput(f"building vectors with given overlaps needs d >= 4, got d = {problem.d}")
     if m0 is None and init == "manifold" and problem.d < 3:  # init is a name only when m0 is None
-        raise ValueError(f"init 'manifold' needs d >= 3, got d = {problem.d}")
+        raise InvalidInput(f"init 'manifold' needs d >= 3, got d = {problem.d}")
     init = "given" if m0 is not None else init
     m0 = jnp.zeros((seeds, 5)) if m0 is None else m0
     config = (mode, init, steps // log_every, log_every, batch, n, n_test, DTYPES[dtype])

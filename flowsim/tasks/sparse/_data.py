@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Int, PRNGKeyArray
 
-from flowsim._checks import Allowed, as_key, at_least, check_choice, python_scalar
+from flowsim._checks import Allowed, InvalidInput, as_key, at_least, check_choice, python_scalar
 
 __all__ = ["FUNCTIONS", "SparseTarget", "evaluate_target", "identifies", "sample_bits", "training_set"]
 
@@ -49,7 +49,7 @@ class SparseTarget(eqx.Module):
         at_least(2).check("SparseTarget.T", self.T)
         at_least(1).check("SparseTarget.s", self.s)
         if self.s > self.T:
-            raise ValueError(f"SparseTarget.s must be at most T = {self.T}, got {self.s}")
+            raise InvalidInput(f"SparseTarget.s must be at most T = {self.T}, got {self.s}")
         check_choice("SparseTarget.function", self.function, FUNCTIONS)
         _SHARE.check("SparseTarget.p", self.p)
 
@@ -115,7 +115,7 @@ def identifies(target: SparseTarget, x: np.ndarray, y: np.ndarray, support: np.n
                     return False
         return True
     if math.comb(target.T, target.s) > MAX_ENUMERATED:
-        raise ValueError(
+        raise InvalidInput(
             f"identifying a {target.function} of s = {target.s} among T = {target.T} positions enumerates "
             f"C(T, s) = {math.comb(target.T, target.s):.3g} supports, more than {MAX_ENUMERATED}"
         )
