@@ -1,11 +1,15 @@
-"""The memory a run needs, estimated before it is compiled, against what the machine has.
+"""The memory and time a run needs, estimated before it is compiled, against what the machine has.
 
 A run that does not fit fails inside XLA with RESOURCE_EXHAUSTED after compiling, or swaps for
 minutes; estimating its largest arrays first lets it be refused at once, with the option to change.
+A run that would take hours is refused the same way unless it is asked for (`--yes`, `force=True`,
+or within `long_runs_allowed()`), and a run longer than a minute says how long before it starts.
 """
 
+import contextlib
+import contextvars
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import jax
@@ -13,7 +17,28 @@ import numpy as np
 
 from flowsim._checks import InvalidInput
 
-__all__ = ["Need", "available_bytes", "check_fits", "format_bytes", "tree_bytes"]
+__all__ = [
+    "TIME_LIMIT",
+    "Cost",
+    "Need",
+    "announcing",
+    "available_bytes",
+    "check_fits",
+    "check_time",
+    "format_bytes",
+    "format_seconds",
+    "long_runs_allowed",
+    "tree_bytes",
+]
+
+#: Seconds of estimated work above which a run is refused unless asked for (`check_time`).
+TIME_LIMIT = 3600.0
+#: Estimated work above this many seconds is announced before it starts (`announcing`).
+ANNOUNCED = 60.0
+_LONG_ALLOWED = contextvars.ContextVar("flowsim_long_runs", default=False)
+_ANNOUNCE: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
+    "flowsim_announce", default=None
+)
 
 
 class Need(NamedTuple):
@@ -78,3 +103,73 @@ def check_fits(call: str, needs: Sequence[Need], available: tuple[int, str] | No
         f"{call} would need about {format_bytes(total)} of memory, more than the {format_bytes(free)} {source}: "
         f"{largest.what} alone take {format_bytes(largest.nbytes)}; {largest.advice}"
     )
+
+
+class Cost(NamedTuple):
+    """One part of a run's time: what it is, its estimated seconds, and how to make it shorter.
+
+    The seconds come from the part's size times a per-unit cost measured on the 2-core CPU of
+    BENCHMARKS.md (a faster machine takes less: the estimate errs long).
+    """
+
+    what: str
+    seconds: float
+    advice: str
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration in the largest fitting unit: "40 s", "12 min", "3.5 h", "2.1e+03 days"."""
+    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            value = seconds / size
+            return f"{value:.2g} {unit}"
+    return f"{seconds:.0f} s"
+
+
+@contextlib.contextmanager
+def long_runs_allowed(allowed: bool = True) -> Iterator[None]:
+    """Within this block `check_time` lets runs longer than `TIME_LIMIT` go (the command line's --yes)."""
+    token = _LONG_ALLOWED.set(allowed)
+    try:
+        yield
+    finally:
+        _LONG_ALLOWED.reset(token)
+
+
+@contextlib.contextmanager
+def announcing(say: Callable[[str], None]) -> Iterator[None]:
+    """Within this block `check_time` says, through `say`, the estimate of every run longer than a minute."""
+    token = _ANNOUNCE.set(say)
+    try:
+        yield
+    finally:
+        _ANNOUNCE.reset(token)
+
+
+def check_time(call: str, costs: Sequence[Cost], *, force: bool = False) -> float:
+    """Refuse a run whose estimated time exceeds `TIME_LIMIT`, unless asked for; announce one over a minute.
+
+    **Arguments:**
+
+    - `call`: what is estimated, for the message (e.g. "run_sgd").
+    - `costs`: the run's parts.
+    - `force`: run it however long it takes (also within `long_runs_allowed()`).
+
+    **Returns:** the estimate in seconds.
+
+    **Raises:** `InvalidInput` with the estimate, the limit and the advice of the longest part.
+    """
+    total = float(sum(cost.seconds for cost in costs))
+    if not costs:
+        return total
+    longest = max(costs, key=lambda cost: cost.seconds)
+    if total > TIME_LIMIT and not (force or _LONG_ALLOWED.get()):
+        raise InvalidInput(
+            f"{call} would take about {format_seconds(total)} (estimated before starting: {longest.what} alone "
+            f"about {format_seconds(longest.seconds)}), more than {format_seconds(TIME_LIMIT)}: {longest.advice}; "
+            "or ask for it with --yes (force=True)"
+        )
+    say = _ANNOUNCE.get()
+    if say is not None and total > ANNOUNCED:
+        say(f"{call}: about {format_seconds(total)} estimated ({longest.what}: {format_seconds(longest.seconds)})")
+    return total

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from flowsim._checks import InvalidInput
 from flowsim._interrupt import checking
+from flowsim._memory import announcing, long_runs_allowed
 from flowsim.cli import _parts as parts
 from flowsim.cli._options import Command, Parser, check, output_options
 from flowsim.tasks import TASKS
@@ -169,7 +170,14 @@ def main(argv: list[str] | None = None) -> int:
         # Under srun (or given a coordinator) the processes join one set of devices (docs/devices.md);
         # every solve is interruptible (in segments): Ctrl-C keeps what was computed.
         _compilation_cache()
-        with _cluster_member(args), checking():
+        # The estimate of every run longer than a minute is said before it starts; one longer than
+        # TIME_LIMIT is refused unless --yes asks for it.
+        with (
+            _cluster_member(args),
+            checking(),
+            long_runs_allowed(getattr(args, "yes", False)),
+            announcing(lambda line: print(f"flowsim {args.command}: estimate: {line}", file=sys.stderr, flush=True)),
+        ):
             return args.run(args)
     except InvalidInput as error:
         # Invalid input found once the run's folder was made (e.g. by a memory estimate): a run that wrote
