@@ -7,7 +7,9 @@ show students what to take away, not lists of numbers for a test) and checks one
 
 The seven notebooks run in one module, two kernels at a time (each in a new temporary folder outside the
 repository, as a student's would), so that the documentation site can then be built, in strict mode, with
-the executed notebooks, their outputs and figures: what `mkdocs build` does by executing them itself.
+the executed notebooks, their outputs and figures: what `mkdocs build` does by executing them itself. Their pages
+are then loaded in headless Chromium with the network off (tests/browser.py): every formula typeset, SymPy's
+outputs included, and no script error.
 """
 
 import json
@@ -24,7 +26,8 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from tests.test_docs import build_site
+from tests.browser import Browser, serve
+from tests.test_docs import CHROMIUM, build_site, check_in_browser, needs_chromium
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPOSITORY / "notebooks"
@@ -272,11 +275,42 @@ def test_the_site_shows_the_notebook_with_its_figures(site, name):
         assert 'src="data:image/png;base64,' in page, f"{name}: no figure in the site's page"
     # The worked answers are folded, as they are collapsed in Jupyter (docs/hooks.py).
     assert '<details class="worked-answer">' in page, f"{name}: its answers are not folded"
+    # The sliders (notebooks 1 and 3) are shown as the figure they drew, without the widgets' scripts (docs/hooks.py).
+    assert "widget-state+json" not in page and "@jupyter-widgets" not in page, f"{name}: widgets' scripts left"
+    if name in ("01_task", "03_phase_portraits"):
+        widget = page[page.index('class="static-widget"') :]
+        assert widget.index('src="data:image/png;base64,') < widget.index("</div></div>"), f"{name}: no figure"
     # The previous / next links point to the other notebooks' pages, not to their .ipynb files.
     order = list(CHECKS)
     neighbours = order[max(order.index(name) - 1, 0) : order.index(name) + 2]
     for other in set(neighbours) - {name}:
         assert f'href="../{other}/"' in page and f'href="{other}.ipynb"' not in page, f"{name}: link to {other}"
+
+
+#: The notebooks' titles in the navigation and the browser's tabs (mkdocs.yml), plain text unlike some headings.
+TITLES = {
+    "01_task": "1. The task",
+    "02_derivation": "2. The derivation",
+    "03_phase_portraits": "3. Phase portraits",
+    "04_ode_vs_sgd": "4. ODE against SGD",
+    "05_attention_maps": "5. Attention maps",
+    "06_sparse_variable_creation": "6. Sparse variable creation",
+    "07_latent_posterior_attention": "7. Latent-posterior attention",
+}
+
+
+@needs_chromium
+def test_the_notebooks_pages_render_offline_with_every_formula_typeset(site):
+    with serve(site) as origin, Browser(CHROMIUM, origin) as browser:
+        reports = {name: browser.load(f"{origin}/notebooks/{name}/") for name in CHECKS}
+    problems = {name: found for name, report in reports.items() if (found := check_in_browser(report, math=True))}
+    assert not problems, f"notebook pages as a reader sees them offline: {problems}"
+    assert {name: report.title for name, report in reports.items()} == {
+        name: f"{title} - flowsim" for name, title in TITLES.items()
+    }
+    # SymPy's outputs in the derivation (the lemmas, the risk, the flow) are typeset, every one.
+    derivation = reports["02_derivation"]
+    assert derivation.latex_outputs >= 20 and derivation.latex_outputs_typeset == derivation.latex_outputs
 
 
 def test_notebooks_are_stored_without_outputs():
