@@ -53,8 +53,10 @@ def test_softmax_reaches_the_bayes_risk_at_the_bayes_temperature(run):
 
 
 def test_bad_input_is_refused():
-    with pytest.raises(ValueError, match="attention must hold maps of"):
-        slr.statistical_advantage(0, attention=("relu",))
+    with pytest.raises(ValueError, match="each of attention must be one of"):
+        slr.statistical_advantage(0, attention=("tanh",))
+    with pytest.raises(ValueError, match="no two maps of the same name"):
+        slr.statistical_advantage(0, attention=("softmax", slr.ATTENTION_MAPS["softmax"]))
     with pytest.raises(ValueError, match="lams must be a finite number > 0"):
         slr.statistical_advantage(0, lams=(1.0, -2.0))
     with pytest.raises(SystemExit) as exit:

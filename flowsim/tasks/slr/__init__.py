@@ -12,7 +12,7 @@ from flowsim.integrate import solve_flow
 from flowsim.maps import MapTrajectories, iterate_map
 from flowsim.sgd import SGDRun
 from flowsim.tasks.slr._advantage import DEFAULT_LAMS, Advantage, advantage_figure, statistical_advantage
-from flowsim.tasks.slr._attention import ATTENTION_MAPS, attention_weights
+from flowsim.tasks.slr._attention import ATTENTION_MAPS, NORMALISATIONS, SCORE_GRID, AttentionMap, attention_weights
 from flowsim.tasks.slr._baselines import (
     Estimate,
     bayes_predict,
@@ -46,9 +46,12 @@ __all__ = [
     "EXPERIMENTS",
     "INITIALISATIONS",
     "MODES",
+    "NORMALISATIONS",
     "ORACLE",
     "OVERLAP_NAMES",
+    "SCORE_GRID",
     "Advantage",
+    "AttentionMap",
     "Attractor",
     "Batch",
     "Comparison",

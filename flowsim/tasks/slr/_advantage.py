@@ -6,6 +6,7 @@ starts, and at the end of online SGD (the exact overlap chain) from sphere start
 the population optimum only; here the risks are those training reaches.
 """
 
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from flowsim._status import Failure
 from flowsim.integrate import solve_flow
 from flowsim.quadrature import GaussianRule
 from flowsim.results import long_table
-from flowsim.tasks.slr._attention import ATTENTION_MAPS
+from flowsim.tasks.slr._attention import ATTENTION_MAPS, ERF, AttentionMap, as_attention_map
 from flowsim.tasks.slr._baselines import Estimate, bayes_risk
 from flowsim.tasks.slr._data import ground_truth
 from flowsim.tasks.slr._init import initial_overlaps
@@ -38,7 +39,8 @@ class Advantage(eqx.Module):
 
     **Fields:**
 
-    - `attention`: the maps, in order; `lams`: the inverse temperatures, shape (lams,).
+    - `attention`: the maps' names, in order; `maps`: the maps (`AttentionMap`).
+    - `lams`: the inverse temperatures, shape (lams,).
     - `problem`: the task's d, L, gamma and eps (erf attention at lam = 1; every map and lam share them).
     - `t_max`: the flow's horizon and SGD's (t = lr * step).
     - `flow_risk`: the risk at the end of the flow, shape (maps, lams, starts); `flow_status` its `Status`.
@@ -50,6 +52,7 @@ class Advantage(eqx.Module):
     """
 
     attention: tuple[str, ...] = eqx.field(static=True)
+    maps: tuple[AttentionMap, ...] = eqx.field(static=True)
     lams: np.ndarray
     problem: Problem
     t_max: float
@@ -92,7 +95,7 @@ def statistical_advantage(
     gamma: float = 1.0,
     eps: float = 0.1,
     lams=DEFAULT_LAMS,
-    attention: tuple[str, ...] = ATTENTION_MAPS,
+    attention: tuple[AttentionMap | str, ...] = tuple(ATTENTION_MAPS),
     starts: int = 64,
     t_max: float = 100.0,
     lr: float = 0.01,
@@ -109,7 +112,8 @@ def statistical_advantage(
     - `d`, `L`, `gamma`, `eps`: the task (default gamma = 1, where softmax at lam = sqrt(d/2) is the Bayes
       predictor, and eps = 0.1 as in the paper's SGD run).
     - `lams`: the inverse temperatures (each > 0).
-    - `attention`: the maps to compare (of `ATTENTION_MAPS`).
+    - `attention`: the maps to compare: `AttentionMap`s (a researcher's own) or built-in maps' names
+      (default every map of `ATTENTION_MAPS`); their names must differ (they label the table's rows).
     - `starts`: sphere starts of the flow, and seeds of SGD (the same number).
     - `t_max`: the horizon of both (SGD runs t_max / lr steps).
     - `lr`, `batch`: SGD's step size and mini-batch.
@@ -121,22 +125,23 @@ def statistical_advantage(
     """
     key = as_key(key)
     lams = np.array([check_positive("lams", lam) for lam in np.atleast_1d(lams)])
-    for name in attention:
-        if name not in ATTENTION_MAPS:
-            raise ValueError(f"attention must hold maps of {ATTENTION_MAPS}, got {name!r}")
+    maps = tuple(as_attention_map(a, "each of attention") for a in attention)
+    names = [a.name for a in maps]
+    if not names or len(set(names)) < len(names):
+        raise ValueError(f"attention must hold at least one map and no two maps of the same name, got names {names}")
     starts = check_count("starts", starts, 1)
     t_max, lr = check_positive("t_max", t_max), check_positive("lr", lr)
     steps = max(1, round(t_max / lr))
     key_starts, key_sgd, key_bayes = jax.random.split(key, 3)
     m0 = initial_overlaps(key_starts, d, starts, "sphere")
-    shape = (len(attention), len(lams))
+    shape = (len(maps), len(lams))
     flow_risk, flow_status = np.empty((*shape, starts)), np.empty((*shape, starts), int)
     sgd_risk, oracle = np.empty((*shape, starts)), np.empty(shape)
     seconds, rule_name, failed = {}, "", []
-    for i, name in enumerate(attention):
-        began = time.perf_counter()
+    for i, attention_map in enumerate(maps):
+        name, began = attention_map.name, time.perf_counter()
         for j, lam in enumerate(lams):
-            problem = Problem(d, L, float(lam), gamma, eps, name, None if name == "erf" else rule)
+            problem = Problem(d, L, float(lam), gamma, eps, attention_map, None if attention_map == ERF else rule)
             rule_name = problem.rule.name if problem.rule is not None else rule_name
             solved = solve_flow(problem, m0, np.array([0.0, t_max]))  # the task's solver (`Problem.flow_solver`)
             flow_risk[i, j], flow_status[i, j] = np.asarray(solved.observed[:, -1]), np.asarray(solved.status)
@@ -155,7 +160,8 @@ def statistical_advantage(
     reference = Problem(d, L, 1.0, gamma, eps)
     bayes = bayes_risk(reference, ground_truth(key_bayes, d), key_bayes, bayes_samples)
     return Advantage(
-        tuple(attention),
+        tuple(names),
+        maps,
         lams,
         reference,
         t_max,
@@ -170,8 +176,16 @@ def statistical_advantage(
     )
 
 
-#: One colour per map, the same in every panel.
-_COLOURS = {"erf": "tab:blue", "softmax": "tab:red", "linear": "tab:gray", "softplus": "tab:green"}
+#: One colour per built-in map, the same in every panel; a researcher's maps take the next free colours.
+_COLOURS = {
+    "erf": "tab:blue",
+    "softmax": "tab:red",
+    "linear": "tab:gray",
+    "softplus": "tab:green",
+    "sigmoid": "tab:orange",
+    "relu": "tab:purple",
+}
+_OTHER_COLOURS = ("tab:brown", "tab:pink", "tab:olive", "tab:cyan", "black")
 
 
 def advantage_figure(result: Advantage):
@@ -185,9 +199,11 @@ def advantage_figure(result: Advantage):
 
     problem = result.problem
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True, layout="constrained")
+    others = itertools.cycle(_OTHER_COLOURS)
+    colours = {name: _COLOURS.get(name) or next(others) for name in result.attention}
     for ax, risks, what in ((axes[0], result.flow_risk, "gradient flow"), (axes[1], result.sgd_risk, "online SGD")):
         for i, name in enumerate(result.attention):
-            colour = _COLOURS.get(name)
+            colour = colours[name]
             median = np.nanmedian(risks[i], axis=-1)
             spread = [
                 median - np.nanquantile(risks[i], 0.25, axis=-1),

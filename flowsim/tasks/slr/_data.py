@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from flowsim._checks import as_key, check_count
-from flowsim.tasks.slr._attention import attention_weights
+from flowsim.tasks.slr._attention import AttentionMap, attention_weights
 
 if TYPE_CHECKING:
     from flowsim.tasks.slr._problem import Problem
@@ -92,7 +92,7 @@ def _sample(problem, truth, key, n, dtype=jnp.float64):
 
 
 def predict(
-    X: Float[Array, "... L d"], k: Float[Array, " d"], v: Float[Array, " d"], lam, attention: str = "erf"
+    X: Float[Array, "... L d"], k: Float[Array, " d"], v: Float[Array, " d"], lam, attention: AttentionMap | str = "erf"
 ) -> Float[Array, "..."]:
     """The simplified attention layer `T(X) = sum_l w_l(lam chi) <X_l, v>` with chi_l = <X_l, k>.
 
@@ -101,23 +101,23 @@ def predict(
     - `X`: tokens, shape (..., L, d).
     - `k`, `v`: key and value directions, shape (d,).
     - `lam`: the inverse temperature.
-    - `attention`: the weight map, one of `ATTENTION_MAPS` (default the paper's erf).
+    - `attention`: the weight map, an `AttentionMap` or a built-in one's name (default the paper's erf).
 
     **Returns:** T(X), shape (...).
     """
     return attend(X @ k, X @ v, lam, attention)
 
 
-def attend(key_projections, value_projections, lam, attention: str = "erf"):
+def attend(key_projections, value_projections, lam, attention: AttentionMap | str = "erf"):
     """T from the tokens' projections `<X_l, k>` and `<X_l, v>`, shapes (..., L): all T depends on."""
     return jnp.sum(attention_weights(attention, lam * key_projections) * value_projections, axis=-1)
 
 
-def squared_loss(key_projections, value_projections, y, lam, attention: str = "erf") -> Float[Array, ""]:
+def squared_loss(key_projections, value_projections, y, lam, attention: AttentionMap | str = "erf") -> Float[Array, ""]:
     """Mean squared error of the predictor from the tokens' projections (..., L) on k and v."""
     return jnp.mean((y - attend(key_projections, value_projections, lam, attention)) ** 2)
 
 
-def empirical_risk(X, y, k, v, lam, attention: str = "erf") -> Float[Array, ""]:
+def empirical_risk(X, y, k, v, lam, attention: AttentionMap | str = "erf") -> Float[Array, ""]:
     """Mean squared error of the attention predictor on samples (X, y)."""
     return squared_loss(X @ k, X @ v, y, lam, attention)

@@ -18,7 +18,7 @@ from flowsim._task import AbstractTask, Parameter
 from flowsim.quadrature import GaussianRule, default_rule
 from flowsim.schedules import AbstractSchedule
 from flowsim.tasks.slr import _generated as generated
-from flowsim.tasks.slr._attention import ATTENTION_MAPS
+from flowsim.tasks.slr._attention import ERF, AttentionMap, as_attention_map
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
 from flowsim.tasks.slr._maps import check_rule, rule_flow, rule_risk
 from flowsim.tasks.slr._overlap_sgd import draw_step_noise, frame, renormalised_step, sgd_step
@@ -71,7 +71,7 @@ class _Parameters(AbstractTask):
     lam: float | AbstractSchedule
     gamma: float = math.sqrt(0.5)
     eps: float = 0.0
-    attention: str = eqx.field(static=True, default="erf")
+    attention: AttentionMap = eqx.field(static=True, default="erf")
     rule: GaussianRule | None = None
 
     parameters: ClassVar = PARAMETERS
@@ -81,9 +81,11 @@ class _Parameters(AbstractTask):
     state_symbols: ClassVar = _SHORT
 
     def __post_init__(self):
+        # A built-in map's name becomes the map: the field always holds an `AttentionMap`.
+        self.attention = as_attention_map(self.attention, "Problem.attention")
         # Every map but erf takes its risk by a rule; the default one is made here, once, so that it
         # is a leaf of the task (traced by jitted functions, not folded into them as a constant).
-        if self.rule is None and self.attention != "erf" and isinstance(self.L, int) and self.L >= 1:
+        if self.rule is None and self.attention != ERF and isinstance(self.L, int) and self.L >= 1:
             self.rule = default_rule(self.L)
 
     def __check_init__(self):
@@ -91,15 +93,14 @@ class _Parameters(AbstractTask):
             value = getattr(self, parameter.name)
             if not isinstance(value, AbstractSchedule):
                 parameter.allowed.check(f"Problem.{parameter.name}", value)
-        check_choice("Problem.attention", self.attention, ATTENTION_MAPS)
         if self.rule is not None:
             check_rule(self.rule, self.L)
 
     @property
     def odd(self) -> bool:
-        """Whether (k, v) -> (-k, -v) leaves the predictor unchanged: erf is odd; softmax, linear and
-        softplus weights are not (w(-x) != w(x)), so for them (k*, v*) and (-k*, -v*) differ."""
-        return self.attention == "erf"
+        """Whether (k, v) -> (-k, -v) leaves the predictor unchanged: when the map's weights are odd
+        (`AttentionMap.odd`: erf's); for the other maps (k*, v*) and (-k*, -v*) differ."""
+        return self.attention.odd
 
     @property
     def symmetries(self) -> np.ndarray:
@@ -115,11 +116,11 @@ class _Parameters(AbstractTask):
     @property
     def closed_form(self) -> bool:
         """Whether the risk and flow are the closed forms of docs/science.md section 3 (erf), not a rule's."""
-        return self.attention == "erf" and self.rule is None
+        return self.attention == ERF and self.rule is None
 
     def describe(self, *, math_text: bool = False) -> str:
         described = super().describe(math_text=math_text)
-        return described if self.attention == "erf" else f"{self.attention} attention, {described}"
+        return described if self.attention == ERF else f"{self.attention.name} attention, {described}"
 
     @property
     def s(self) -> float:
@@ -165,8 +166,10 @@ class Problem(_Parameters):
     - `gamma`: standard deviation of the informative token, finite and > 0
       (default sqrt(1/2): the informative token then has the same expected norm).
     - `eps`: standard deviation of the label noise, finite and >= 0 (default 0).
-    - `attention`: the weight map, one of `ATTENTION_MAPS` (docs/science.md section 7): "erf" (default, the
-      paper's, closed forms), "softmax", "linear" or "softplus" (risk and flow by a rule over the L scores).
+    - `attention`: the weight map (docs/science.md section 7): an `AttentionMap`, a researcher's own or a
+      built-in one, or a built-in one's name (`ATTENTION_MAPS`): "erf" (default, the paper's, closed forms),
+      "softmax", "linear", "softplus", "sigmoid" or "relu" (risk and flow by a rule over the L scores). The
+      map is static: jitted functions compile once per map.
     - `rule`: the `flowsim.quadrature.GaussianRule` of dimension L that takes the risk's expectation
       (default for every map but erf: `flowsim.quadrature.default_rule(L)`; given for erf, the closed form
       is replaced by the rule, to measure its error).
@@ -244,7 +247,7 @@ class Problem(_Parameters):
         """On M (to tol) with |nu| >= 1 - tol, sign(kappa) = sign(nu) and kappa moving towards +-1:
         the edge nu = +-1 of M leads to the sink, where kappa converges slowly (docs/science.md section 5).
         Shown for erf only: the other maps' flows on M have other fixed points (section 7)."""
-        if not self.odd:
+        if self.attention != ERF:
             return super().approaching(ys, velocity, tol)
         kappa, nu = ys[:, 0], ys[:, 1]
         return (

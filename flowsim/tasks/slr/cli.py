@@ -37,8 +37,8 @@ from flowsim.verify import VerifyReport
 __all__ = ["COMMANDS", "DESCRIPTION"]
 
 DESCRIPTION = (
-    "single-location regression with erf attention (Marion et al., ICLR 2025) and softmax, linear, softplus "
-    "attention (Duranthon et al., 2025)"
+    "single-location regression with erf attention (Marion et al., ICLR 2025), softmax, linear, softplus "
+    "(Duranthon et al., 2025), sigmoid (Ramapuram et al., 2024) and ReLU attention (Wortsman et al., 2023)"
 )
 
 #: The paper's reference experiments (docs/science.md section 6) that give the defaults.
@@ -427,7 +427,7 @@ def _flow(args) -> int:
     if args.solver == "auto" and problem.flow_solver():
         # A map whose risk is taken by a rule: the task's own solver and tolerances (`Problem.flow_solver`).
         options = {}
-        name = f"{type(problem.flow_solver()['solver']).__name__}, the task's default for {problem.attention}"
+        name = f"{type(problem.flow_solver()['solver']).__name__}, the task's default for {problem.attention.name}"
     else:
         solver, name = _choose_solver(args, problem, m0)
         options = {"solver": solver}
@@ -726,9 +726,9 @@ COMMANDS = (
     ),
     Command(
         "advantage",
-        "the statistical advantage of softmax: the risk each attention map (erf, softmax, linear, softplus) "
-        "reaches by the gradient flow and by online SGD from sphere starts, against lam, with the oracle and "
-        "Bayes risks",
+        "the statistical advantage of softmax: the risk each built-in attention map (erf, softmax, linear, softplus, "
+        "sigmoid, relu) reaches by the gradient flow and by online SGD from sphere starts, against lam, with the "
+        "oracle and Bayes risks",
         _advantage,
         _advantage_options,
     ),
