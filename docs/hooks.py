@@ -11,7 +11,8 @@
   each run of such cells folded in a `<details>` element, so that a student sees the question first there too.
 - nbconvert's MathJax 2 loader (an empty `src`, since the site loads MathJax 3 for every page) is removed, and so are
   the notebooks' widgets: their state, saved by the execution, would be drawn by a script from a CDN as sliders that
-  move nothing without a kernel; the page says where they work instead.
+  move nothing without a kernel. Each widget is shown as what it drew when the notebook ran (the figure at the
+  sliders' starting values), under a line that names its controls and says they work in Jupyter.
 """
 
 import json
@@ -36,7 +37,7 @@ _DIGIT_ID = re.compile(r'(<h[1-6] id="|href="#)(\d)')
 _MATHJAX2 = re.compile(
     r'<!-- Load mathjax -->\s*<script src="[^"]*">\s*</script>.*?<!-- End of mathjax configuration -->', re.S
 )
-#: nbconvert's loader of the widgets' renderer (from a CDN) and each widget's view.
+#: nbconvert's loader of the widgets' renderer (from a CDN), the widgets' saved state, and each widget's view.
 _WIDGET_LOADER = re.compile(r"<script>\s*\(function\(\) \{\s*function addWidgetsRenderer\(\).*?</script>", re.S)
 _WIDGET_STATE = re.compile(r'<script type="application/vnd\.jupyter\.widget-state\+json">(.*?)</script>', re.S)
 _WIDGET_VIEW = re.compile(

@@ -14,6 +14,7 @@ import http.server
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -117,7 +118,8 @@ def serve(folder: Path) -> Iterator[str]:
 class Browser:
     """One headless Chromium, offline but for `origin`, loading pages one after another (`load`).
 
-    **Arguments:** `executable`, Chromium's path; `origin`, the only origin the pages may load from.
+    **Arguments:** `executable`, Chromium's path; `origin`, the only origin the pages may load from; `timeout`, the
+    seconds a page may take to load and typeset, and the browser to answer.
     """
 
     def __init__(self, executable: str, origin: str, timeout: float = 60.0):
@@ -224,6 +226,8 @@ class Browser:
 
     def _receive(self) -> dict:
         while b"\0" not in self._buffer:
+            if not select.select([self._receive_fd], [], [], self.timeout)[0]:
+                raise RuntimeError(f"Chromium sent nothing for {self.timeout} s")
             chunk = os.read(self._receive_fd, 1 << 20)
             if not chunk:
                 log = self._log.read_text(errors="replace")[-3000:]
