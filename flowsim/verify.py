@@ -1,5 +1,7 @@
 """Checking convergence claims by integrating a task's flow from many starts."""
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -98,6 +100,7 @@ def verify_convergence(
     min_share: float = 0.99,
     progress: bool = False,
     max_steps: int = 2_000_000,
+    unit: Callable | None = None,
 ) -> VerifyReport:
     """Integrate the flow from n starts of each kind in `inits` for each setting, and check a claim.
 
@@ -112,6 +115,9 @@ def verify_convergence(
     - `t_max`, `n_saves`: the horizon and the number of saved times (resolution of the time to converge).
     - `tol`: max-norm distance to a target (up to the symmetries) counted as converged.
     - `progress`, `max_steps`: passed to `solve_flow`.
+    - `unit`: a store of finished work, `unit(name, compute) -> result` (`flowsim.results.RunRecord.unit`):
+      each (setting, init) row is one unit (named by the setting's place and the init), read back where the
+      store holds it. Default: computed.
 
     **Returns:** a `VerifyReport`; `format_report` prints it.
     """
@@ -124,10 +130,14 @@ def verify_convergence(
     key = jax.random.key(0) if key is None else as_key(key)
     options = {"progress": progress, "max_steps": max_steps}
     rows = []
-    for setting, setting_key in zip(settings, jax.random.split(key, len(settings)), strict=True):
+    for number, (setting, setting_key) in enumerate(zip(settings, jax.random.split(key, len(settings)), strict=True)):
         for init, init_key in zip(inits, jax.random.split(setting_key, len(inits)), strict=True):
-            y0 = setting.task.initial_states(init_key, n, init)
-            rows.append(_row(setting, init, y0, t_max, n_saves, tol, options))
+
+            def row(setting=setting, init=init, init_key=init_key):
+                y0 = setting.task.initial_states(init_key, n, init)
+                return _row(setting, init, y0, t_max, n_saves, tol, options)
+
+            rows.append(row() if unit is None else unit(f"setting-{number}-{init}", row))
     label = settings[0].task.target_label
     return VerifyReport(rows, min_share, t_max, tol, label, claim, tuple(claim_inits))
 
