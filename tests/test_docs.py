@@ -127,7 +127,7 @@ _SWALLOWED = re.compile(r"<[A-Za-z][\w-]*[,*][^>]*>")
 def site_pages(site: Path) -> list[str]:
     """Every page of a built site, as its URL path relative to the site ("" for the home page, "science/", ...)."""
     return sorted(
-        path.parent.relative_to(site).as_posix().removeprefix(".") + "/" if path.parent != site else ""
+        f"{path.parent.relative_to(site).as_posix()}/" if path.parent != site else ""
         for path in site.rglob("index.html")
     )
 
