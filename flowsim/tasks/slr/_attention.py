@@ -83,10 +83,14 @@ class AttentionMap(eqx.Module):
     - `check`: check the map on the grid (default). The built-in maps skip it when flowsim is imported (it
       costs about a second of compilation); tests/test_maps.py checks them.
 
-    **Raises:** ValueError naming the problem and the score where it appears.
+    **Raises:** `InvalidInput` (a ValueError) naming the problem and the score where it appears.
+
+    A kink in f (ReLU's at 0, a cap) is allowed, but the rule over the scores then makes the risk only
+    piecewise smooth in kappa (continuous, its gradient not): the flow's kappa component jumps where a rule
+    point's informative score crosses the kink (docs/own-attention-map.md shows it on a phase portrait).
 
     ```python
-    capped = slr.AttentionMap("capped softmax", log_f=lambda x: jnp.minimum(x, 2.0), normalisation="tokens")
+    capped = slr.AttentionMap("capped softmax", log_f=lambda x: jnp.minimum(x, 1.0), normalisation="tokens")
     problem = slr.Problem(20, 3, 1.0, 1.0, 0.1, attention=capped)
     ```
     """
@@ -103,10 +107,10 @@ class AttentionMap(eqx.Module):
             odd = _check(self)
             if self.odd is not None and self.odd != odd:
                 found = "is odd" if odd else f"is not odd (|f(x) + f(-x)| > {ODD_TOLERANCE:g} max |f| on the grid)"
-                raise ValueError(f"AttentionMap {self.name!r}: declared odd = {self.odd}, but its weight map {found}")
+                raise InvalidInput(f"AttentionMap {self.name!r}: declared odd = {self.odd}, but its weight map {found}")
             self.odd = odd
         elif self.odd is None:
-            raise ValueError(f"AttentionMap {self.name!r}: a map made with check=False must declare odd")
+            raise InvalidInput(f"AttentionMap {self.name!r}: a map made with check=False must declare odd")
 
     @property
     def normalised(self) -> bool:
@@ -135,18 +139,18 @@ class AttentionMap(eqx.Module):
 def _check(attention: AttentionMap) -> bool:
     """Check a map on `SCORE_GRID` (ValueError naming the problem); return whether it is odd."""
     if not isinstance(attention.name, str) or not attention.name.strip():
-        raise ValueError(f"AttentionMap.name must be a non-empty string, got {attention.name!r}")
+        raise InvalidInput(f"AttentionMap.name must be a non-empty string, got {attention.name!r}")
     where = f"AttentionMap {attention.name!r}"
     if attention.normalisation not in NORMALISATIONS:
-        raise ValueError(f"{where}: normalisation must be one of {NORMALISATIONS}, got {attention.normalisation!r}")
+        raise InvalidInput(f"{where}: normalisation must be one of {NORMALISATIONS}, got {attention.normalisation!r}")
     for field in ("f", "log_f"):
         if getattr(attention, field) is not None and not callable(getattr(attention, field)):
-            raise ValueError(f"{where}: {field} must be a function of the scores, got {getattr(attention, field)!r}")
+            raise InvalidInput(f"{where}: {field} must be a function of the scores, got {getattr(attention, field)!r}")
     if attention.normalised:
         if attention.f is None and attention.log_f is None:
-            raise ValueError(f"{where}: give f or log_f (weights normalised over the tokens need one of them)")
+            raise InvalidInput(f"{where}: give f or log_f (weights normalised over the tokens need one of them)")
     elif attention.f is None or attention.log_f is not None:
-        raise ValueError(
+        raise InvalidInput(
             f"{where}: normalisation {attention.normalisation!r} needs f and takes no log_f "
             "(log_f serves the maps normalised over the tokens, normalisation 'tokens')"
         )
@@ -155,7 +159,7 @@ def _check(attention: AttentionMap) -> bool:
         values["f"] = _evaluate(where, "f", attention.f)
         bad = values["f"] <= 0
         if attention.normalised and bad.any():
-            raise ValueError(
+            raise InvalidInput(
                 f"{where}: weights normalised over the tokens need f > 0 at every score, "
                 f"but f({SCORE_GRID[np.argmax(bad)]:g}) = {values['f'][np.argmax(bad)]:g}"
             )
@@ -165,7 +169,7 @@ def _check(attention: AttentionMap) -> bool:
             mismatch = np.abs(np.exp(values["log f"] - np.log(values["f"])) - 1) > 1e-10
             if mismatch.any():
                 x = SCORE_GRID[np.argmax(mismatch)]
-                raise ValueError(f"{where}: log_f is not log f: at x = {x:g}, exp(log_f(x)) differs from f(x)")
+                raise InvalidInput(f"{where}: log_f is not log f: at x = {x:g}, exp(log_f(x)) differs from f(x)")
     if attention.normalised:
         return False  # positive weights summing to 1 are never odd
     f = values["f"]
@@ -179,19 +183,19 @@ def _evaluate(where: str, label: str, function) -> np.ndarray:
         # f acts elementwise, so its Jacobian is diagonal: one forward-mode pass gives every f'(x).
         values, slopes = (np.asarray(a) for a in jax.jvp(function, (grid,), (jnp.ones_like(grid),)))
     except Exception as error:  # what a researcher's function raises is theirs: say which one failed, and how
-        raise ValueError(
+        raise InvalidInput(
             f"{where}: {label} must be an elementwise function written with jax.numpy; "
             f"on an array of scores it raised {type(error).__name__}: {error}"
         ) from error
     if values.shape != grid.shape:
-        raise ValueError(
+        raise InvalidInput(
             f"{where}: {label} must act elementwise, but on scores of shape {grid.shape} it returned shape "
             f"{values.shape}"
         )
     for what, array in ((label, values), (f"the derivative of {label}", slopes)):
         bad = ~np.isfinite(array)
         if bad.any():
-            raise ValueError(
+            raise InvalidInput(
                 f"{where}: {what} is not finite at x = {SCORE_GRID[np.argmax(bad)]:g} ({array[np.argmax(bad)]}); "
                 f"it must be finite at every score from {SCORE_GRID[0]:g} to {SCORE_GRID[-1]:g}"
             )
@@ -233,7 +237,7 @@ def as_attention_map(attention, name: str = "attention") -> AttentionMap:
         return attention
     if isinstance(attention, str) and attention in ATTENTION_MAPS:
         return ATTENTION_MAPS[attention]
-    raise ValueError(
+    raise InvalidInput(
         f"{name} must be one of {tuple(ATTENTION_MAPS)} or a flowsim.slr.AttentionMap, got {attention!r}"
     )
 
