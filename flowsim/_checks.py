@@ -11,10 +11,12 @@ import numpy as np
 __all__ = [
     "NON_NEGATIVE",
     "POSITIVE",
+    "SCALE",
     "SEED",
     "SHARE",
     "Allowed",
     "InvalidInput",
+    "as_floats",
     "as_key",
     "at_least",
     "check_choice",
@@ -77,6 +79,9 @@ def at_least(minimum: int) -> Allowed:
 POSITIVE = Allowed("a finite number > 0", lambda x: math.isfinite(x) and x > 0)
 NON_NEGATIVE = Allowed("a finite number >= 0", lambda x: math.isfinite(x) and x >= 0)
 SHARE = Allowed("a number in [0, 1]", lambda x: 0 <= x <= 1)
+#: A model's scale (a noise level, a bandwidth): its square, fourth power and their inverses stay float64 numbers,
+#: not inf or 0.
+SCALE = Allowed("a number in [1e-50, 1e50]", lambda x: 1e-50 <= x <= 1e50)
 #: The seeds `jax.random.key` takes (it converts them to a C long).
 SEED = Allowed("an integer in [0, 2**63 - 1]", lambda x: 0 <= x <= 2**63 - 1, integer=True)
 
@@ -98,9 +103,17 @@ def check_choice(name: str, value, allowed: tuple):
     return value
 
 
+def as_floats(name: str, value) -> np.ndarray:
+    """`value` as a float64 array, else `InvalidInput` naming it (instead of NumPy's "could not convert")."""
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{name} must be an array of numbers, got {value!r}") from None
+
+
 def check_shape(name: str, value, shape: tuple[int, ...], meaning: str = "") -> np.ndarray:
     """`value` as a float64 array, if it has `shape`, else ValueError naming it (`meaning`: how to read the shape)."""
-    array = np.asarray(value, dtype=float)
+    array = as_floats(name, value)
     if array.shape != shape:
         raise InvalidInput(f"{name} must have shape {meaning or ''}{shape}, got {array.shape}")
     return array

@@ -8,6 +8,7 @@ or within `long_runs_allowed()`), and a run longer than a minute says how long b
 
 import contextlib
 import contextvars
+import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
@@ -25,9 +26,13 @@ __all__ = [
     "available_bytes",
     "check_fits",
     "check_time",
+    "check_work",
+    "float_bytes",
     "format_bytes",
     "format_seconds",
+    "held_announcements",
     "long_runs_allowed",
+    "starting",
     "tree_bytes",
 ]
 
@@ -39,6 +44,7 @@ _LONG_ALLOWED = contextvars.ContextVar("flowsim_long_runs", default=False)
 _ANNOUNCE: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
     "flowsim_announce", default=None
 )
+_HELD: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("flowsim_held", default=None)
 
 
 class Need(NamedTuple):
@@ -81,6 +87,11 @@ def available_bytes() -> tuple[int, str]:
 def tree_bytes(shapes) -> int:
     """Bytes of a pytree of arrays or `jax.ShapeDtypeStruct`s (e.g. from `jax.eval_shape`)."""
     return sum(int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize for leaf in jax.tree.leaves(shapes))
+
+
+def float_bytes(*sizes: int, itemsize: int = 8) -> int:
+    """Bytes of an array of the given sizes (float64 by default), as an exact Python int (never overflows)."""
+    return math.prod(int(size) for size in sizes) * itemsize
 
 
 def check_fits(call: str, needs: Sequence[Need], available: tuple[int, str] | None = None) -> None:
@@ -146,6 +157,29 @@ def announcing(say: Callable[[str], None]) -> Iterator[None]:
         _ANNOUNCE.reset(token)
 
 
+@contextlib.contextmanager
+def held_announcements() -> Iterator[None]:
+    """Within this block `check_time`'s announcements wait for `starting()`: a run estimated before its other
+    checks is announced only once they pass and its work starts; later estimates of its parts say nothing more."""
+    held: list[str] = []
+    token, held_token = _ANNOUNCE.set(held.append), _HELD.set((_ANNOUNCE.get(), held))
+    try:
+        yield
+    finally:
+        _ANNOUNCE.reset(token)
+        _HELD.reset(held_token)
+
+
+def starting() -> None:
+    """Say the announcements held (`held_announcements`), once: the work starts now."""
+    pending = _HELD.get()
+    if pending is not None:
+        say, held = pending
+        for line in held if say is not None else ():
+            say(line)
+        _HELD.set((None, held))
+
+
 def check_time(call: str, costs: Sequence[Cost], *, force: bool = False) -> float:
     """Refuse a run whose estimated time exceeds `TIME_LIMIT`, unless asked for; announce one over a minute.
 
@@ -173,3 +207,12 @@ def check_time(call: str, costs: Sequence[Cost], *, force: bool = False) -> floa
     if say is not None and total > ANNOUNCED:
         say(f"{call}: about {format_seconds(total)} estimated ({longest.what}: {format_seconds(longest.seconds)})")
     return total
+
+
+def check_work(call: str, needs: Sequence[Need] = (), costs: Sequence[Cost] = (), *, force: bool = False) -> float:
+    """The one estimate before work: `check_fits` on `needs`, then `check_time` on `costs`.
+
+    **Returns:** the estimated seconds. **Raises:** `InvalidInput` naming the largest part and how to shrink it.
+    """
+    check_fits(call, needs)
+    return check_time(call, costs, force=force)

@@ -90,7 +90,7 @@ def initialize_cluster(
             )
         jax.distributed.initialize(address, num_processes=count, process_id=index)
         return True
-    if int(environ.get("SLURM_STEP_NUM_TASKS", "1")) > 1:
+    if (_integer("SLURM_STEP_NUM_TASKS") or 1) > 1:
         jax.distributed.initialize(cluster_detection_method="slurm")
         return True
     return False
@@ -98,6 +98,8 @@ def initialize_cluster(
 
 #: How many JAX devices `use_host_cores` splits the host CPU into, if set (1: leave it one device).
 HOST_DEVICES_VARIABLE = "FLOWSIM_HOST_DEVICES"
+#: The most CPU devices `use_host_cores` makes (100000 devices took XLA hours to start).
+MAX_HOST_DEVICES = 1024
 
 
 def use_host_cores(count: int | None = None) -> int:
@@ -124,6 +126,11 @@ def use_host_cores(count: int | None = None) -> int:
         count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if count < 1:
         raise InvalidInput(f"{HOST_DEVICES_VARIABLE} must be an integer >= 1, got {count}")
+    if count > MAX_HOST_DEVICES:
+        raise InvalidInput(
+            f"{HOST_DEVICES_VARIABLE} must be at most {MAX_HOST_DEVICES} (XLA starts every CPU device before any work; "
+            f"more devices than cores only add overhead), got {count}"
+        )
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_force_host_platform_device_count" in flags or xla_bridge.backends_are_initialized():
         return 0

@@ -30,12 +30,14 @@ from scipy.stats import qmc
 
 from flowsim._checks import InvalidInput, at_least, check_count
 
-__all__ = ["MAX_PRODUCT_POINTS", "GaussianRule", "default_rule", "gauss_hermite", "sobol"]
+__all__ = ["MAX_PRODUCT_POINTS", "SOBOL_DIMENSIONS", "GaussianRule", "default_rule", "gauss_hermite", "sobol"]
 
 #: The most points `default_rule` spends on a product rule before it takes a Sobol' set instead.
 MAX_PRODUCT_POINTS = 4096
 #: The lowest and highest orders of `default_rule`'s product rule, and the size of its Sobol' set.
 MIN_ORDER, MAX_ORDER, DEFAULT_SOBOL_POINTS = 8, 64, 2**14
+#: The most dimensions of scipy's Sobol' sequences (`scipy.stats.qmc.Sobol`).
+SOBOL_DIMENSIONS = 21201
 
 
 class GaussianRule(eqx.Module):
@@ -99,6 +101,8 @@ def sobol(m: int, points: int = DEFAULT_SOBOL_POINTS, seed: int = 0) -> Gaussian
     **Returns:** a `GaussianRule`.
     """
     m = check_count("m", m, 1)
+    if m > SOBOL_DIMENSIONS:
+        raise InvalidInput(f"m must be at most {SOBOL_DIMENSIONS} (scipy's Sobol' sequences' dimensions), got {m}")
     points = at_least(2).check("points", points)
     if points & (points - 1):
         raise InvalidInput(f"points must be a power of 2 (a Sobol' set's balance needs it), got {points}")

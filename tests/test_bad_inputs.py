@@ -17,8 +17,11 @@ import numpy as np
 import pytest
 
 import flowsim._memory
+import flowsim.results
 from flowsim import slr
+from flowsim._checks import InvalidInput
 from flowsim.cli import main
+from flowsim.tasks import latent, sparse
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 DOC = REPOSITORY / "docs" / "bad-inputs.md"
@@ -48,25 +51,66 @@ CLI_CASES = [
     ("flow --out {earlier}", 2, "flowsim flow: error: {earlier} holds an earlier run (flowsim flow, started"),
     ("flow --out {foreign} --replace", 2, "flowsim flow: error: cannot write results into {foreign}: it is not empty"),
     ("sgd --mode online --n 100", 2, "flowsim sgd: error: --n is the dataset size of --mode dataset: --mode online"),
-    ("sparse sweep --span 0", 2, "flowsim sparse sweep: error: --span must be a finite number > 0, got 0.0"),
-    ("sparse sweep --mlp-Ts 3", 2, "flowsim sparse sweep: error: Ts of mlp must be an integer >= 4, got 3"),
+    ("sparse sweep --span 0", 2, "flowsim sparse sweep: error: --span must be a number in (1, 1e4], got 0.0"),
+    ("sparse sweep --span 1e300", 2, "flowsim sparse sweep: error: --span must be a number in (1, 1e4], got 1e+300"),
+    ("sparse sweep --Ts 2", 2, "flowsim sparse sweep: error: --Ts must each be an integer > --s = 3, got 2"),
+    (
+        "sparse sweep --learners head mlp --mlp-Ts 3",
+        2,
+        "flowsim sparse sweep: error: --mlp-Ts must each be an integer > --s = 3, got 3",
+    ),
+    (
+        "sparse sweep --mlp-Ts 8",
+        2,
+        "flowsim sparse sweep: error: --mlp-Ts gives the mlp's input lengths: add mlp to "
+        "--learners, or leave --mlp-Ts out",
+    ),
+    (
+        "sparse sweep --erm-trials {E}",
+        2,
+        "flowsim sparse sweep: error: this run would take about 5.7e+07 days "
+        "(estimated before starting: the ERM identifiability ({E} trials x 9 T, 8176 tokens in all) alone about "
+        "5.7e+07 days), more than 1 h: lower --erm-trials; or ask for it with --yes",
+    ),
+    (
+        "sparse sweep --Ts 1000000000",
+        2,
+        "flowsim sparse sweep: error: this run would need about 1.84e+03 TiB of "
+        "memory, {more}: the l1's training sets (60 runs x m 704 x T 1000000000, three copies) alone take 922 TiB; "
+        "lower --Ts, --seeds or --candidates",
+    ),
+    (
+        "sparse sweep --budgets {E}",
+        2,
+        "flowsim sparse sweep: error: this run would take about 5.2e+08 days "
+        "(estimated before starting: the head's training (1 budgets x 3 rounds x 60 runs x {E} steps at 9 T) alone "
+        "about 5.2e+08 days), more than 1 h",
+    ),
+    (
+        "sparse sweep --seeds {E}",
+        2,
+        "flowsim sparse sweep: error: this run would need about 2.9e+08 TiB of memory, "
+        "{more}: the l1's training sets (6000000000000 runs x m 272 x T 4096, three copies) alone take 1.5e+08 TiB",
+    ),
     (
         "latent error --Ls 0",
         2,
         "flowsim latent error: error: argument --Ls: must be comma-separated values, each an integer >= 1, got '0'",
     ),
-    ("latent risk --sigma 0", 2, "flowsim latent risk: error: --sigma must be a finite number > 0, got 0.0"),
+    ("latent risk --sigma 0", 2, "flowsim latent risk: error: --sigma must be a number in [1e-50, 1e50], got 0.0"),
     (
         "latent error --kernel-max-L 65536",
         2,
-        "flowsim latent error: error: regression_error would need about 12.5 TiB of memory, more than the 16 GiB "
-        "available on this machine: the Gram matrices (200 sequences x L 65536 x L 65536) alone take 12.5 TiB",
+        "flowsim latent error: error: this run would need about 12.5 TiB of memory, more than the 16 GiB available "
+        "on this machine: the Gram matrices (200 sequences x L 65536 x L 65536) alone take 12.5 TiB; lower "
+        "--kernel-max-L or --kernel-replicates",
     ),
     (
         "latent learn --Ls 65536 --ns 100000",
         2,
-        "flowsim latent learn: error: train_readout would need about 1.65 TiB of memory, more than the 16 GiB "
-        "available on this machine: the sequences (4 seeds x (n 100000 + 8000 held out) x L 65536 x d 4) alone",
+        "flowsim latent learn: error: this run would need about 1.65 TiB of memory, more than the 16 GiB available "
+        "on this machine: the sequences (4 seeds x (n 100000 + 8000 held out) x L 65536 x d 4) alone take 1.65 TiB; "
+        "lower --ns, --Ls or --seeds",
     ),
     ("sgd --mode dataset", 2, "flowsim sgd: error: --engine overlaps runs online SGD only: --mode dataset needs"),
     ("sgd --mode dataset --engine rd", 2, "flowsim sgd: error: --mode dataset needs --n, the dataset size"),
@@ -75,27 +119,195 @@ CLI_CASES = [
     (
         "sgd --batch 2000000000 --steps 1 --log-every 1 --seeds 1",
         2,
-        "flowsim sgd: error: run_sgd would need about 685 GiB of memory, more than the 16 GiB available on this "
-        "machine: the random numbers of one step (1 seeds x 343 GiB, batch 2000000000) alone take 685 GiB; "
-        "lower batch (--batch)",
+        "flowsim sgd: error: this run would need about 685 GiB of memory, more than the 16 GiB available on this "
+        "machine: the random numbers of one step (1 seeds x batch 2000000000 x 23 values, twice) alone take 685 GiB; "
+        "lower --batch or --seeds",
     ),
     (
-        "sgd --steps 1000000000000 --log-every 1 --seeds 1",
+        "sgd --steps {E} --log-every 1 --seeds 1",
         2,
-        "flowsim sgd: error: run_sgd would need about 87.3 TiB of memory, more than the 16 GiB available on this "
-        "machine: the logged values (1 seeds x 1000000000001 logs x 6 values) alone take 87.3 TiB; log fewer "
-        "steps: raise log_every (--log-every)",
+        "flowsim sgd: error: this run would need about 116 TiB of memory, more than the 16 GiB available on this "
+        "machine: the logged values (1 seeds x 1000000000001 logs x 8 values, twice) alone take 116 TiB; raise "
+        "--log-every",
     ),
     (
         "sgd --engine rd --batch 100000 --d 100000 --steps 1 --log-every 1 --seeds 1",
         2,
-        "flowsim sgd: error: run_sgd would need about 2.18 TiB of memory, more than the 16 GiB available on this "
-        "machine: the samples of one step (1 seeds x batch 100000 x L 10 x d 100000) alone take 2.18 TiB; "
-        "lower batch (--batch), seeds (--seeds) or d (--d), or use the overlap engine",
+        "flowsim sgd: error: this run would need about 2.18 TiB of memory, more than the 16 GiB available on this "
+        "machine: the samples of one step (1 seeds x batch 100000 x L 10 x d 100000, three copies) alone take "
+        "2.18 TiB; lower --batch, --seeds or --d, or use the overlap engine",
+    ),
+    # Sizes: every size a command takes is estimated (memory, then time) before its folder is made.
+    (
+        "flow --saves {E}",
+        2,
+        "flowsim flow: error: this run would need about 2.79e+03 TiB of memory, {more}: the "
+        "saved states (--n x --saves: 16 trajectories x {E} saved times) alone take 2.79e+03 TiB; lower --n or --saves",
+    ),
+    (
+        "flow --n {E}",
+        2,
+        "flowsim flow: error: this run would need about 3.5e+04 TiB of memory, {more}: the saved "
+        "states (--n x --saves: {E} trajectories x 201 saved times) alone take 3.5e+04 TiB; lower --n or --saves",
+    ),
+    (
+        "portrait --grid 1000000",
+        2,
+        "flowsim portrait: error: this run would need about 58.2 TiB of memory, {more}: "
+        "the streamline grid (1000000 x 1000000 points, 8 values) alone take 58.2 TiB; lower --grid",
+    ),
+    (
+        "portrait --basins --basin-n {E}",
+        2,
+        "flowsim portrait: error: this run would need about 1.8e+04 TiB of "
+        "memory, {more}: the saved states (--basin-n: {E} trajectories x 101 saved times) alone take 1.8e+04 TiB; "
+        "lower --basin-n",
+    ),
+    (
+        "verify --n {E}",
+        2,
+        "flowsim verify: error: this run would need about 4.2e+05 TiB of memory, {more}: the "
+        "saved states (3 settings x 2 kinds of start x --n: 6000000000000 trajectories x 401 saved times) alone take "
+        "4.2e+05 TiB; lower --n or --saves",
+    ),
+    (
+        "reproduce --seeds {E}",
+        2,
+        "flowsim reproduce: error: this run would need about 1.8e+05 TiB of memory, "
+        "{more}: the saved states (init_manifold, --seeds: {E} trajectories x 201 saved times) alone take 3.5e+04 "
+        "TiB; lower --seeds",
+    ),
+    (
+        "advantage --rule-points 1099511627776",
+        2,
+        "flowsim advantage: error: this run would need about 2e+04 TiB of "
+        "memory, {more}: the rule (1099511627776 points x L 10, and the scores of a batch of starts) alone take 2e+04 "
+        "TiB; lower --rule-points",
+    ),
+    (
+        "advantage --starts {E}",
+        2,
+        "flowsim advantage: error: this run would need about 3.2e+04 TiB of memory, "
+        "{more}: the saved states (42 runs of map and lam: {E} trajectories x 168 saved times) alone take 2.9e+04 "
+        "TiB; lower --starts or --lams",
+    ),
+    (
+        "advantage --d {E}",
+        2,
+        "flowsim advantage: error: this run would need about 9e+05 TiB of memory, {more}: a "
+        "batch of the Bayes risk's samples (4096 x L 10 x d {E}, three copies) alone take 8.9e+05 TiB; lower --d",
+    ),
+    (
+        "advantage --bayes-samples {E}",
+        2,
+        "flowsim advantage: error: this run would need about 14.6 TiB of memory, "
+        "{more}: the Bayes risk's losses ({E} samples) alone take 14.6 TiB; lower --bayes-samples",
+    ),
+    (
+        "advantage --t-max 1000000000 --lr 1e-9",
+        2,
+        "flowsim advantage: error: this run would take about 7.8e+11 days "
+        "(estimated before starting: 42 SGD runs: SGD (overlaps engine: 64 seeds x 1000000000000000000 steps x "
+        "batch 5) alone about 7.8e+11 days), more than 1 h: lower --starts, --batch or --t-max (or raise --lr); or "
+        "ask for it with --yes",
+    ),
+    (
+        "demo --sgd-steps {E}",
+        2,
+        "flowsim demo: error: this run would take about 2.3e+03 days (estimated before "
+        "starting: SGD (overlaps engine: 8 seeds x {E} steps x batch 5) alone about 2.3e+03 days), more than 1 h: "
+        "lower --sgd-seeds or --sgd-steps; or ask for it with --yes",
+    ),
+    (
+        "latent error --Ls {E}",
+        2,
+        "flowsim latent error: error: this run would need about 138 TiB of memory, {more}: "
+        "a chunk of sequences (1 x L {E} x 19 values) alone take 138 TiB; lower the largest L (--Ls)",
+    ),
+    (
+        "latent error --replicates {E}",
+        2,
+        "flowsim latent error: error: this run would need about 65.5 TiB of memory, "
+        "{more}: the squared errors (3 x {E} sequences, three copies) alone take 65.5 TiB; lower --replicates",
+    ),
+    (
+        "latent risk --d 1000000000",
+        2,
+        "flowsim latent risk: error: this run would need about 2.3e+04 TiB of memory, "
+        "{more}: a chunk of sequences (16 x L 65536 x 3000000000 values) alone take 2.3e+04 TiB; lower the largest L "
+        "(--Ls) or --d",
+    ),
+    (
+        "latent mixture --n-train {E}",
+        2,
+        "flowsim latent mixture: error: this run would need about 7.58e+03 TiB of "
+        "memory, {more}: the sequences ((n {E} + 4000) x L 256 x d 2, twice) alone take 7.45e+03 TiB; lower "
+        "--n-train or --n-test, or the largest L (--Ls)",
+    ),
+    (
+        "latent mixture --Ls 100000000",
+        2,
+        "flowsim latent mixture: error: this run would need about 23.3 TiB of "
+        "memory, {more}: the sequences ((n 4000 + 4000) x L 100000000 x d 2, twice) alone take 23.3 TiB",
+    ),
+    (
+        "latent mixture --heads 1000000000",
+        2,
+        "flowsim latent mixture: error: this run would need about 349 TiB of "
+        "memory, {more}: the heads' outputs ((n 4000 + 4000) x 1000000000 heads x d 2, three copies) alone take 349 "
+        "TiB; lower --n-train or --n-test, or the most heads (--heads)",
+    ),
+    (
+        "latent learn --steps {E}",
+        2,
+        "flowsim latent learn: error: this run would take about 5.3e+07 days (estimated "
+        "before starting: gradient descent (4 seeds x {E} steps x batch 2000 x L 1024 x d 4) alone about 3e+07 days), "
+        "more than 1 h: lower --steps, --seeds, --ns or --Ls; or ask for it with --yes",
+    ),
+    # Numbers at the edge, and options named in every refusal.
+    (
+        "latent error --bandwidth 1e-300",
+        2,
+        "flowsim latent error: error: --bandwidth must be a number in [1e-50, 1e50], got 1e-300",
+    ),
+    (
+        "latent risk --sigma 1e-300",
+        2,
+        "flowsim latent risk: error: --sigma must be a number in [1e-50, 1e50], got 1e-300",
+    ),
+    (
+        "latent risk --sigma 1e-7",
+        2,
+        "flowsim latent risk: error: --sigma / --tau must be in [1e-06, 1e+06] (float64 resolves the noise), got 1e-07",
+    ),
+    ("latent risk --tau 1e300", 2, "flowsim latent risk: error: --tau must be a number in [1e-50, 1e50], got 1e+300"),
+    (
+        "latent error --norms 1000",
+        2,
+        "flowsim latent error: error: --norms must give a^T Sigma a <= 700 (its e^(...) "
+        "in the predicted limit a float64), got a^T Sigma a = 6.716e+05 at |a| = 1000",
+    ),
+    (
+        "advantage --lams -1,2",
+        2,
+        "flowsim advantage: error: argument --lams: must be comma-separated values, each a "
+        "finite number > 0, got '-1,2'",
+    ),
+    (
+        "flow --attention softmax --L 100000000",
+        2,
+        "flowsim flow: error: --L must be at most 21201 with --attention "
+        "softmax (its risk is taken by a Sobol' rule over the L scores, which has at most 21201 dimensions), got "
+        "100000000",
     ),
     ("compare --reference nothing", 2, "flowsim compare: error: argument --reference: invalid choice: 'nothing'"),
     ("reproduce --only nothing", 2, "flowsim reproduce: error: argument --only: invalid choice: 'nothing'"),
 ]
+
+#: {E} in the cases: a size far beyond any machine.
+E = "1000000000000"
+#: What the memory estimates compare with (`sixteen_gib`), as the refusals say it.
+MORE = "more than the 16 GiB available on this machine"
 
 PROBLEM = slr.Problem(d=20, L=4, lam=0.5)
 
@@ -146,6 +358,50 @@ def _api_cases():
             "run_sgd would need about",
         ),
         (
+            "statistical_advantage(0, bayes_samples=10**12)",
+            lambda: slr.statistical_advantage(0, bayes_samples=10**12),
+            InvalidInput,
+            "statistical_advantage would need about 14.6 TiB of memory, more than the 16 GiB available on this "
+            "machine: the Bayes risk's losses (1000000000000 samples) alone take 14.6 TiB; lower bayes_samples",
+        ),
+        (
+            "statistical_advantage(0, lams=[])",
+            lambda: slr.statistical_advantage(0, lams=[]),
+            InvalidInput,
+            "lams must hold at least one inverse temperature, got none",
+        ),
+        (
+            'SparseTarget(T=64, s=40, function="random")',
+            lambda: sparse.SparseTarget(T=64, s=40, function="random"),
+            InvalidInput,
+            "SparseTarget.s must be at most 24 (g's truth table has 2^s entries), got 40",
+        ),
+        (
+            "information_limit(16, 20)",
+            lambda: sparse.information_limit(16, 20),
+            InvalidInput,
+            "s must be at most T = 16 (an s-sparse function of T bits), got 20",
+        ),
+        (
+            'TiltedGaussian("abc")',
+            lambda: latent.TiltedGaussian("abc"),
+            InvalidInput,
+            "TiltedGaussian.Sigma must be an array of numbers, got 'abc'",
+        ),
+        (
+            "attention_error(0, TiltedGaussian(np.eye(2)), np.zeros(3), ...)",
+            lambda: latent.attention_error(0, latent.TiltedGaussian(np.eye(2)), np.zeros(3), np.zeros(2), [4]),
+            InvalidInput,
+            "location must have shape (d,) = (2,), got (3,)",
+        ),
+        (
+            "softmax_attention(np.zeros(2), np.zeros((4, 3)), np.zeros((4, 1)))",
+            lambda: latent.softmax_attention(np.zeros(2), np.zeros((4, 3)), np.zeros((4, 1))),
+            InvalidInput,
+            "softmax_attention takes a (..., d), keys (..., L, d) and values (..., L, d_v), got shapes (2,), (4, 3) "
+            "and (4, 1)",
+        ),
+        (
             "Problem(d=5.5, L=4, lam=0.5)",
             lambda: slr.Problem(d=5.5, L=4, lam=0.5),
             ValueError,
@@ -167,7 +423,13 @@ def places(tmp_path_factory):
     (base / "file").write_text("")
     earlier = base / "earlier"
     earlier.mkdir()
-    record = {"command": "flowsim flow", "started": "2026-11-24T12:00:00Z", "status": "ok", "files": ["x.csv"]}
+    record = {
+        "schema": flowsim.results.SCHEMA,
+        "command": "flowsim flow",
+        "started": "2026-11-24T12:00:00Z",
+        "status": "ok",
+        "files": ["x.csv"],
+    }
     (earlier / "run.json").write_text(json.dumps(record))
     (earlier / "x.csv").write_text("x\n1\n")
     foreign = base / "foreign"
@@ -177,20 +439,22 @@ def places(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def sixteen_gib(monkeypatch):
-    """The memory checks compare with 16 GiB, whatever this machine has: the same refusals everywhere."""
+def sixteen_gib(monkeypatch, tmp_path):
+    """The memory checks compare with 16 GiB, whatever this machine has: the same refusals everywhere. In a
+    scratch folder: a case that was not refused would leave its default --out there, not in the checkout."""
     monkeypatch.setattr(flowsim._memory, "available_bytes", lambda: (16 * 2**30, "available on this machine"))
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.mark.parametrize(("arguments", "status", "message"), CLI_CASES, ids=[case[0] for case in CLI_CASES])
 def test_the_command_line_refuses_in_one_line(capsys, places, arguments, status, message):
     try:
-        returned = main(shlex.split(arguments.format(**places)))
+        returned = main(shlex.split(arguments.format(**places, E=E)))
     except SystemExit as exit:  # argparse's own refusals
         returned = exit.code
     captured = capsys.readouterr()
     assert returned == status
-    assert captured.err.startswith(message.format(**places)), captured.err
+    assert captured.err.startswith(message.format(**places, more=MORE, E=E)), captured.err
     assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err + captured.out
 
 
@@ -214,12 +478,32 @@ def test_numpy_scalars_and_integer_seeds_are_taken_as_they_mean():
         problem = slr.Problem(d=np.int64(20), L=np.int32(4), lam=np.float64(0.5))
     assert (problem.d, problem.L, float(problem.lam)) == (20, 4, 0.5)
     assert type(problem.d) is int and type(problem.L) is int
+    target = sparse.SparseTarget(T=np.int64(16), s=np.int32(3))
+    assert (target.T, target.s, target.p) == (16, 3, 2.0 ** (-1 / 3))
     by_seed = slr.initial_overlaps(7, 20, 3)
     np.testing.assert_array_equal(by_seed, slr.initial_overlaps(jax.random.key(7), 20, 3))
     # The realizability check is skipped under tracing and with check=False, never the shape check.
     assert float(slr.population_risk(PROBLEM, [2.0, 0, 0, 0, 0], check=False)) > 0
     gradient = jax.grad(lambda m: slr.population_risk(PROBLEM, m))(jax.numpy.array([0.5, 0.5, 0, 0, 0]))
     assert np.isfinite(gradient).all()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("FLOWSIM_HOST_DEVICES", "100000", "FLOWSIM_HOST_DEVICES must be at most 1024 (XLA starts every CPU device"),
+        ("SLURM_STEP_NUM_TASKS", "x", "SLURM_STEP_NUM_TASKS must be an integer, got 'x'"),
+    ],
+)
+def test_the_environment_is_checked_in_one_line(monkeypatch, capsys, variable, value, message):
+    """A bad device count or SLURM task count: exit status 2 and one line, before any device is started."""
+    from flowsim.cli import command
+
+    monkeypatch.setenv(variable, value)
+    monkeypatch.setattr("sys.argv", ["flowsim", "flow", "--n", "1"])
+    assert command() == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
 
 
 def markdown() -> str:
@@ -238,7 +522,9 @@ def markdown() -> str:
         "| arguments | exit status | stderr begins with |",
         "|---|---:|---|",
     ]
-    lines += [f"| `flowsim {arguments}` | {status} | `{message}` |" for arguments, status, message in CLI_CASES]
+    for arguments, status, message in CLI_CASES:
+        arguments, message = arguments.replace("{E}", E), message.replace("{more}", MORE).replace("{E}", E)
+        lines.append(f"| `flowsim {arguments}` | {status} | `{message}` |")
     cases = _api_cases()
     lines += [
         "",

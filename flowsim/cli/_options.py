@@ -1,21 +1,26 @@
 """Options of the command line: one way to declare an option with its allowed values, shared by every task."""
 
 import argparse
+import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from flowsim._checks import NON_NEGATIVE, SEED, Allowed, InvalidInput
+from flowsim._memory import check_work, held_announcements
 
 __all__ = [
     "Command",
     "Parser",
     "check",
     "comma_separated",
+    "estimated",
     "init_option",
     "option",
     "output_options",
     "parameter_options",
     "parse_init",
+    "quick_option",
 ]
 
 
@@ -33,14 +38,51 @@ class Command:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with errors as one line and exit status 2, without the usage block."""
+    """argparse with errors as one line and exit status 2, without the usage block.
+
+    A value that starts with a minus and reads as numbers ("-1,2", "-1e-3") is a value, not an option, so that
+    a list option refuses it for its range instead of argparse's "expected one argument". Options declared by
+    `quick_option` take the --quick value where they are not given.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d[\d.,eE+-]*$")
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+    def parse_known_args(self, args=None, namespace=None):
+        quick = self._defaults.get("quick_values")
+        if not quick:
+            return super().parse_known_args(args, namespace)
+        # Which options were given: those whose value is no longer the marker put in their default's place.
+        actions = {action.dest: action for action in self._actions if action.dest in quick}
+        defaults = {dest: action.default for dest, action in actions.items()}
+        for action in actions.values():
+            action.default = _NOT_GIVEN
+        try:
+            namespace, extras = super().parse_known_args(args, namespace)
+        finally:
+            for dest, action in actions.items():
+                action.default = defaults[dest]
+        for dest, action in actions.items():
+            if getattr(namespace, dest) is _NOT_GIVEN:
+                value = quick[dest] if namespace.quick else defaults[dest]
+                setattr(namespace, dest, self._get_value(action, value) if isinstance(value, str) else value)
+        return namespace, extras
+
+
+_NOT_GIVEN = object()
+
 
 def option(parser, flag: str, kind, default, text: str, allowed: Allowed | None = None, **kwargs) -> None:
-    """Add `flag`; its allowed values are appended to its help and checked by `check` (None is not checked)."""
+    """Add `flag`; its allowed values are appended to its help and checked by `check` (None is not checked).
+
+    A list option (`kind` from `comma_separated`) states its values' range and rule in its help.
+    """
+    if isinstance(kind, _CommaSeparated):
+        text = f"{text}; each {kind.allowed.text} (taken sorted, a repeated value once)"
     parser.add_argument(flag, type=kind, default=default, help=f"{text}; {allowed.text}" if allowed else text, **kwargs)
     if allowed is not None:
         parser.get_default("checks")[flag[2:].replace("-", "_")] = (flag, allowed)
@@ -137,20 +179,50 @@ def parse_init(names: tuple[str, ...], state_names: tuple[str, ...]):
     return parse
 
 
-def comma_separated(allowed: Allowed):
-    """The type of an option holding comma-separated values, each one of `allowed` (int or float by its kind)."""
-    kind = int if allowed.integer else float
+@dataclass(frozen=True)
+class _CommaSeparated:
+    """The type of a list option: comma-separated values, each one of `allowed`; sorted, each value once."""
 
-    def parse(text: str) -> tuple:
+    allowed: Allowed
+
+    def __call__(self, text: str) -> tuple:
+        kind = int if self.allowed.integer else float
         try:
             values = tuple(kind(part) for part in text.split(","))
         except ValueError:
             values = ()
-        if not values or not all(allowed.accepts(value) for value in values):
-            raise argparse.ArgumentTypeError(f"must be comma-separated values, each {allowed.text}, got {text!r}")
-        return values
+        if not values or not all(self.allowed.accepts(value) for value in values):
+            raise argparse.ArgumentTypeError(f"must be comma-separated values, each {self.allowed.text}, got {text!r}")
+        # One row per value in every table: a repeated value would be computed twice and listed twice.
+        return tuple(sorted(set(values)))
 
-    return parse
+
+def comma_separated(allowed: Allowed) -> _CommaSeparated:
+    """The type of an option holding comma-separated values, each one of `allowed` (int or float by its kind),
+    taken sorted, a repeated value once (as `option` says in its help)."""
+    return _CommaSeparated(allowed)
+
+
+def quick_option(parser, what: str, **values) -> None:
+    """--quick: a smaller run, setting the options named in `values` (dest=value, a value as typed) where they
+    are not given: an option given explicitly keeps its value (`Parser.parse_known_args`)."""
+    said = ", ".join(f"--{dest.replace('_', '-')} {value}" for dest, value in values.items())
+    parser.add_argument("--quick", action="store_true", help=f"{what}: {said}, except where given explicitly")
+    parser.set_defaults(quick_values=values)
+
+
+def estimated(run: Callable, estimate: Callable) -> Callable:
+    """A command's `run` preceded by the one estimate before work: `estimate(args) -> (needs, costs)` (lists of
+    `flowsim._memory.Need` and `Cost`) is checked against the memory available and the time limit (`--yes`
+    lifts it) before the run's folder is made, and said when it is made (after the run's own checks)."""
+
+    @functools.wraps(run)
+    def checked(args) -> int:
+        with held_announcements():  # said when the run makes its folder (`flowsim.cli._parts.record`)
+            check_work("this run", *estimate(args))
+            return run(args)
+
+    return checked
 
 
 def init_option(parser, task_type, what: str, described: str) -> None:

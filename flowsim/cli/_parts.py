@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from flowsim import results
+from flowsim._memory import starting
 from flowsim.cli._tables import (
     comparison_tables,
     fixed_point_table,
@@ -49,6 +50,7 @@ def record(args) -> results.RunRecord:
         replace=args.replace,
         resume=getattr(args, "resume", False),
     )
+    starting()  # the estimate of the run, held until its folder is made (`flowsim.cli._options.estimated`)
     if args.record.resumed:
         resumed = f"Resuming the run in {args.record.folder}: {args.record.resumed} finished units read back"
         print(resumed, file=sys.stderr)

@@ -8,6 +8,8 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, Float
 
+from flowsim._checks import InvalidInput
+
 __all__ = ["gaussian_kernel", "kernel_attention", "multihead_attention", "nadaraya_watson", "softmax_attention"]
 
 
@@ -16,6 +18,12 @@ def softmax_attention(a: Float[Array, "... d"], keys: Float[Array, "... L d"], v
 
     **Returns:** the attended value, (..., d_v).
     """
+    a, keys, values = jnp.asarray(a), jnp.asarray(keys), jnp.asarray(values)
+    if keys.ndim < 2 or values.ndim < 2 or a.shape[-1:] != keys.shape[-1:] or keys.shape[-2] != values.shape[-2]:
+        raise InvalidInput(
+            f"softmax_attention takes a (..., d), keys (..., L, d) and values (..., L, d_v), got shapes {a.shape}, "
+            f"{keys.shape} and {values.shape}"
+        )
     weights = jax.nn.softmax(jnp.einsum("...ld,...d->...l", keys, a), axis=-1)
     return jnp.einsum("...l,...lv->...v", weights, values)
 

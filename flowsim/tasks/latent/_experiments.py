@@ -18,13 +18,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import InvalidInput, as_key, check_count, check_positive
-from flowsim._memory import Need, check_fits
+from flowsim._checks import SCALE, InvalidInput, as_key, check_count, check_positive, check_shape
+from flowsim._memory import Cost, Need, check_work, float_bytes
 from flowsim.results import long_table
 from flowsim.tasks.latent._attention import kernel_attention, softmax_attention
 from flowsim.tasks.latent._models import ConjugateLocation, TiltedGaussian
 
 __all__ = [
+    "MIXTURE_STEPS",
     "AttentionError",
     "LocationRisk",
     "MixturePosterior",
@@ -32,22 +33,82 @@ __all__ = [
     "attention_error",
     "attention_error_figure",
     "attention_error_table",
+    "attention_error_work",
     "location_risk",
     "location_risk_figure",
     "location_risk_table",
+    "location_risk_work",
     "mixture_posterior",
     "mixture_posterior_figure",
     "mixture_posterior_table",
+    "mixture_posterior_work",
     "regression_error",
     "regression_error_table",
+    "regression_error_work",
 ]
 
 #: Sequence elements (replicates x L) drawn at once: a chunk of replicates at a time beyond it.
 _CHUNK_ELEMENTS = 2**20
 
 
+#: Seconds per unit of work, measured on the 2-core CPU of BENCHMARKS.md (section "Estimates before work"; the
+#: estimates err long on a faster machine): softmax attention's Monte Carlo per (attention parameter x sequence x
+#: token x dimension), kernel attention per (sequence x L^3) of its Cholesky solves, and compiling one program.
+ATTENTION_SECONDS = 2.0e-8
+KERNEL_SECONDS = 2.0e-9
+COMPILE_SECONDS = 1.0
+#: The read-out's Adam per (step x training sequence x feature x component).
+READOUT_SECONDS = 2.0e-9
+#: Adam steps of the mixture experiment's read-out.
+MIXTURE_STEPS = 1000
+#: The largest exponent a^T Sigma a (or sigma^2 |a|^2) whose e^{...} in the predicted constants is a float64.
+_LARGEST_TILT = 700.0
+
+
 def _chunk(L: int, replicates: int) -> int:
     return max(1, min(replicates, _CHUNK_ELEMENTS // L))
+
+
+def _monte_carlo_work(what: str, Ls, replicates: int, width: int, outputs: int, names: dict) -> tuple[list, list]:
+    """Memory and time of a Monte Carlo over chunks of sequences (`_over_chunks`) at each L.
+
+    `width`: values per token (keys, values and intermediates); `outputs`: errors kept per sequence;
+    `names`: {"Ls": ..., "replicates": ...} as the caller's user knows them (e.g. the options).
+    """
+    Ls = [int(L) for L in Ls]
+    L = max(Ls)
+    chunk = _chunk(L, replicates)
+    needs = [
+        Need(
+            f"a chunk of sequences ({chunk} x L {L} x {width} values)",
+            float_bytes(chunk, L, width),
+            f"lower the largest L ({names['Ls']})" + (f" or {names['d']}" if names.get("d") else ""),
+        ),
+        Need(  # the chunks' outputs, joined, and their copy on the host
+            f"the squared errors ({outputs} x {replicates} sequences, three copies)",
+            float_bytes(3, outputs, replicates),
+            f"lower {names['replicates']}",
+        ),
+    ]
+    costs = [
+        Cost(
+            f"{what} ({outputs} x {replicates} sequences x {sum(Ls)} tokens in all x {width} values)",
+            ATTENTION_SECONDS * outputs * replicates * sum(Ls) * width,
+            f"lower {names['replicates']} or the Ls ({names['Ls']})",
+        ),
+        Cost(f"compiling ({len(Ls)} programs, one per L)", COMPILE_SECONDS * len(Ls), f"give fewer Ls ({names['Ls']})"),
+    ]
+    return needs, costs
+
+
+def _check_tilts(tilts, name: str, what: str) -> None:
+    """Refuse attention parameters whose predicted constant e^{tilt} overflows (it would read inf)."""
+    for norm, tilt in tilts:
+        if not tilt <= _LARGEST_TILT:
+            raise InvalidInput(
+                f"{name} must give {what} <= {_LARGEST_TILT:g} (its e^(...) in the predicted limit a float64), got "
+                f"{what} = {tilt:.4g} at |a| = {norm:g}"
+            )
 
 
 def _over_chunks(errors, key, L: int, replicates: int):
@@ -91,6 +152,19 @@ def _squared_errors(model, location, a, key, L: int, replicates: int):
     return _over_chunks(errors, key, L, replicates)
 
 
+def attention_error_work(model: TiltedGaussian, a, Ls, replicates: int, names=None) -> tuple[list, list]:
+    """The memory and time `attention_error` needs (`flowsim._memory.check_work`), checked before any work.
+
+    Also refuses attention parameters whose predicted limit overflows (a^T Sigma a > 700). `names`: how the
+    caller's user knows the arguments ({"a": ..., "Ls": ..., "replicates": ...}; default the arguments' names).
+    """
+    names = {"a": "a", "Ls": "Ls", "replicates": "replicates"} | (names or {})
+    a = np.atleast_2d(np.asarray(a, dtype=float))
+    _check_tilts([(np.linalg.norm(row), float(row @ model.Sigma @ row)) for row in a], names["a"], "a^T Sigma a")
+    width = 2 * (model.d + model.B.shape[0]) + len(a)  # keys, values, their draws, and the scores
+    return _monte_carlo_work("softmax attention", Ls, replicates, width, len(a), names)
+
+
 def attention_error(key, model: TiltedGaussian, location, a, Ls, replicates: int = 2000) -> AttentionError:
     """L E||attn_a - B(location + Sigma a) - c||^2 by Monte Carlo at each L, for each attention parameter.
 
@@ -106,7 +180,9 @@ def attention_error(key, model: TiltedGaussian, location, a, Ls, replicates: int
     if a.shape[1] != model.d or not np.isfinite(a).all():
         raise InvalidInput(f"a must be finite attention parameters of shape (A, {model.d}), got shape {a.shape}")
     Ls = np.array([check_count("Ls", L, 1) for L in Ls])
-    location = jnp.asarray(location, dtype=float)
+    location = check_shape("location", location, (model.d,), "(d,) = ")
+    check_work("attention_error", *attention_error_work(model, a, Ls, replicates))
+    location = jnp.asarray(location)
     scaled, stderr = [], []
     for L in Ls:
         errors = np.asarray(
@@ -205,6 +281,17 @@ def _location_errors(model, a, key, L: int, replicates: int):
     return _over_chunks(errors, key, L, replicates)
 
 
+def location_risk_work(model: ConjugateLocation, a_norms, Ls, replicates: int, names=None) -> tuple[list, list]:
+    """The memory and time `location_risk` needs (`flowsim._memory.check_work`), checked before any work.
+
+    Also refuses |a| whose predicted ratio overflows (sigma^2 |a|^2 > 700). `names`: as in `attention_error_work`.
+    """
+    names = {"a": "a_norms", "Ls": "Ls", "replicates": "replicates", "d": "d"} | (names or {})
+    norms = np.atleast_1d(np.asarray(a_norms, dtype=float))
+    _check_tilts([(norm, model.sigma**2 * norm**2) for norm in norms], names["a"], "sigma^2 |a|^2")
+    return _monte_carlo_work("attention and the posterior mean", Ls, replicates, 3 * model.d, len(norms) + 1, names)
+
+
 def location_risk(key, model: ConjugateLocation, a_norms, Ls, replicates: int = 2000) -> LocationRisk:
     """The risks of attention (a = |a| e_1: the model is rotation invariant) and of the posterior mean against L.
 
@@ -218,6 +305,7 @@ def location_risk(key, model: ConjugateLocation, a_norms, Ls, replicates: int = 
     if not (np.isfinite(a_norms).all() and (a_norms >= 0).all()):
         raise InvalidInput(f"a_norms must be finite numbers >= 0, got {a_norms.tolist()}")
     Ls = np.array([check_count("Ls", L, 1) for L in Ls])
+    check_work("location_risk", *location_risk_work(model, a_norms, Ls, replicates))
     a = jnp.zeros((len(a_norms), model.d)).at[:, 0].set(a_norms)
     attention, attention_se, posterior, posterior_se = [], [], [], []
     for L in Ls:
@@ -304,6 +392,30 @@ def _regression_errors(B, c, noise, query, bandwidth, ridge, key, L: int, replic
     return jnp.sum((softmax - target) ** 2, -1), jnp.sum((kernel - target) ** 2, -1)
 
 
+def regression_error_work(Ls, replicates: int, d: int, names=None) -> tuple[list, list]:
+    """The memory and time `regression_error` needs (`flowsim._memory.check_work`): its Gram matrices (an L x L
+    solve per sequence) dominate. `names`: {"Ls": ..., "replicates": ...} as the caller's user knows them."""
+    names = {"Ls": "the largest L of kernel attention", "replicates": "replicates"} | (names or {})
+    Ls = [int(L) for L in Ls]
+    L = max(Ls)
+    needs = [
+        Need(
+            f"the Gram matrices ({replicates} sequences x L {L} x L {L})",
+            float_bytes(2, replicates, L, L),
+            f"lower {names['Ls']} or {names['replicates']}",
+        )
+    ]
+    costs = [
+        Cost(
+            f"kernel attention's solves ({replicates} sequences x sum of L^3 {sum(L**3 for L in Ls):.3g})",
+            KERNEL_SECONDS * replicates * sum(L**3 + L**2 * d for L in Ls),
+            f"lower {names['Ls']} or {names['replicates']}",
+        ),
+        Cost(f"compiling ({len(Ls)} programs, one per L)", COMPILE_SECONDS * len(Ls), f"lower {names['Ls']}"),
+    ]
+    return needs, costs
+
+
 def regression_error(key, B, c, noise: float, query, Ls, *, bandwidth: float = 0.5, ridge: float = 1e-3,
                      replicates: int = 200) -> RegressionError:  # fmt: skip
     """Softmax attention against kernel (CME) attention as estimators of the regression E[v | k = q] = Bq + c,
@@ -323,14 +435,9 @@ def regression_error(key, B, c, noise: float, query, Ls, *, bandwidth: float = 0
     query = np.asarray(query, dtype=float)
     if query.shape != (B.shape[1],) or not np.linalg.norm(query) > 0:
         raise InvalidInput(f"query must be a non-zero vector of shape ({B.shape[1]},), got {query.tolist()}")
-    bandwidth, ridge = check_positive("bandwidth", bandwidth), check_positive("ridge", ridge)
+    bandwidth, ridge = SCALE.check("bandwidth", bandwidth), SCALE.check("ridge", ridge)
     Ls = np.array([check_count("Ls", L, 1) for L in Ls])
-    gram = Need(
-        f"the Gram matrices ({replicates} sequences x L {Ls.max()} x L {Ls.max()})",
-        2 * replicates * int(Ls.max()) ** 2 * 8,
-        "lower the largest L of kernel attention or the replicates",
-    )
-    check_fits("regression_error", [gram])
+    check_work("regression_error", *regression_error_work(Ls, replicates, B.shape[1]))
     arrays = [
         jnp.asarray(x) for x in (B, np.broadcast_to(np.asarray(c, float), B.shape[:1]), query / np.linalg.norm(query))
     ]
@@ -382,9 +489,47 @@ def _fit_readout(features, targets, steps: int, lr: float):
     return lambda f: jax.nn.softmax(((f - mean) / scale) @ params[0] + params[1], axis=-1)
 
 
+def mixture_posterior_work(mixture, Ls, heads, n_train: int, n_test: int, steps: int, names=None):
+    """The memory and time `mixture_posterior` needs (`flowsim._memory.check_work`), checked before any work.
+
+    `names`: how the caller's user knows the arguments ({"Ls", "heads", "n_train", "n_test", "steps"}).
+    """
+    names = {name: name for name in ("Ls", "heads", "n_train", "n_test", "steps")} | (names or {})
+    Ls, heads = [int(L) for L in Ls], [int(H) for H in heads]
+    L, H = max(Ls), max(heads)
+    d, K = mixture.locations.shape[1], len(mixture.weights)
+    n = n_train + n_test
+    sizes = f"lower {names['n_train']} or {names['n_test']}"
+    needs = [
+        Need(f"the sequences ((n {n_train} + {n_test}) x L {L} x d {d}, twice)", float_bytes(2, n, L, d),
+             f"{sizes}, or the largest L ({names['Ls']})"),
+        Need(f"the heads' outputs ((n {n_train} + {n_test}) x {H} heads x d {d}, three copies)",
+             float_bytes(3, n, H, d), f"{sizes}, or the most heads ({names['heads']})"),
+    ]  # fmt: skip
+    costs = [
+        Cost(
+            f"the heads' attention ({n} sequences x {sum(Ls)} tokens in all x {H} heads x d {d})",
+            ATTENTION_SECONDS * n * sum(Ls) * (H + 2) * d,
+            f"{sizes}, or the Ls ({names['Ls']})",
+        ),
+        Cost(
+            f"the read-outs' fits ({steps} steps x n {n_train} x {sum(heads) * d} features in all x {K} components, "
+            f"at {len(Ls)} L)",
+            READOUT_SECONDS * len(Ls) * steps * n_train * sum(heads) * d * K,
+            f"lower {names['n_train']}, {names['steps']} or the heads ({names['heads']})",
+        ),
+        Cost(
+            f"compiling ({len(Ls) * (len(heads) + 2)} programs)",
+            COMPILE_SECONDS * len(Ls) * (len(heads) + 2),
+            f"give fewer Ls or heads ({names['Ls']}, {names['heads']})",
+        ),
+    ]
+    return needs, costs
+
+
 def mixture_posterior(
     key, mixture, Ls, heads=(1, 2, 3), *, tilt: float = 1.0, n_train: int = 4000, n_test: int = 4000,
-    steps: int = 1000, lr: float = 0.05,
+    steps: int = MIXTURE_STEPS, lr: float = 0.05,
 ) -> MixturePosterior:  # fmt: skip
     """Multi-head attention with a linear read-out against the exact posterior of a mixture, per L and heads.
 
@@ -407,6 +552,7 @@ def mixture_posterior(
     n_train, n_test, steps = (
         check_count(n, v, 1) for n, v in (("n_train", n_train), ("n_test", n_test), ("steps", steps))
     )
+    check_work("mixture_posterior", *mixture_posterior_work(mixture, Ls, heads, n_train, n_test, steps))
     d = mixture.locations.shape[1]
     directions = [np.zeros(d)] + [tilt * np.sign(0.5 - (h // d) % 2) * np.eye(d)[h % d] for h in range(heads.max() - 1)]
     A = np.stack(directions)

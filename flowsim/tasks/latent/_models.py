@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from flowsim._checks import InvalidInput, as_key, check_count, check_positive, check_shape
+from flowsim._checks import SCALE, InvalidInput, as_floats, as_key, check_count, check_shape
 from flowsim.tasks.latent import _generated
 
 __all__ = ["ConjugateLocation", "LocationMixture", "TiltedGaussian"]
@@ -31,14 +31,14 @@ class TiltedGaussian(eqx.Module):
     c: np.ndarray
 
     def __init__(self, Sigma, B=None, c=None):
-        Sigma = np.asarray(Sigma, dtype=float)
+        Sigma = as_floats("TiltedGaussian.Sigma", Sigma)
         if Sigma.ndim != 2 or Sigma.shape[0] != Sigma.shape[1]:
             raise InvalidInput(f"TiltedGaussian.Sigma must be a square matrix, got shape {Sigma.shape}")
         d = Sigma.shape[0]
         if not np.allclose(Sigma, Sigma.T) or not np.isfinite(Sigma).all() or np.linalg.eigvalsh(Sigma).min() <= 0:
             raise InvalidInput("TiltedGaussian.Sigma must be symmetric positive definite")
         self.Sigma = Sigma
-        B = np.eye(d) if B is None else np.atleast_2d(np.asarray(B, dtype=float))
+        B = np.eye(d) if B is None else np.atleast_2d(as_floats("TiltedGaussian.B", B))
         if B.ndim != 2 or B.shape[1] != d or not np.isfinite(B).all():
             raise InvalidInput(f"TiltedGaussian.B must be a finite (d_v, {d}) matrix, got shape {B.shape}")
         self.B = B
@@ -76,10 +76,25 @@ class TiltedGaussian(eqx.Module):
         return _generated.attention_error_constant(a @ Sigma @ a, jnp.trace(B @ Sigma @ B.T), shift @ shift)
 
 
+#: The noise-to-scale ratios sigma / tau a float64 Monte Carlo resolves (the keys z + sigma * noise round z to
+#: 1e-16 of tau: below 1e-6 the rounding is a visible share of the risk).
+NOISE_RATIOS = (1e-6, 1e6)
+
+
+def check_noise_ratio(sigma: float, tau: float, names: str = "sigma / tau") -> None:
+    """Refuse sigma / tau outside `NOISE_RATIOS`, naming them as `names`."""
+    low, high = NOISE_RATIOS
+    if not low <= sigma / tau <= high:
+        raise InvalidInput(
+            f"{names} must be in [{low:g}, {high:g}] (float64 resolves the noise), got {sigma / tau:.3g}"
+        )
+
+
 class ConjugateLocation(eqx.Module):
     """z ~ N(0, tau^2 I_d), keys k_l | z ~ N(z, sigma^2 I_d).
 
-    **Arguments:** `d` (>= 1), `tau`, `sigma` (> 0).
+    **Arguments:** `d` (>= 1), `tau`, `sigma` (each in [1e-50, 1e50], and sigma / tau in [1e-6, 1e6]: float64
+    resolves keys' noise only above about 1e-16 of the location's scale).
     """
 
     d: int = eqx.field(static=True)
@@ -88,8 +103,9 @@ class ConjugateLocation(eqx.Module):
 
     def __init__(self, d: int, tau: float = 1.0, sigma: float = 1.0):
         self.d = check_count("ConjugateLocation.d", d, 1)
-        self.tau = check_positive("ConjugateLocation.tau", tau)
-        self.sigma = check_positive("ConjugateLocation.sigma", sigma)
+        self.tau = SCALE.check("ConjugateLocation.tau", tau)
+        self.sigma = SCALE.check("ConjugateLocation.sigma", sigma)
+        check_noise_ratio(self.sigma, self.tau)
 
     def sample(self, key, L: int, n: int) -> tuple[Float[Array, "n d"], Float[Array, "n L d"]]:
         """n latent locations and their L keys each: (z (n, d), keys (n, L, d))."""
@@ -128,14 +144,14 @@ class LocationMixture(eqx.Module):
     scales: np.ndarray
 
     def __init__(self, locations, weights=None, sigma=1.0):
-        locations = np.asarray(locations, dtype=float)
+        locations = as_floats("LocationMixture.locations", locations)
         if locations.ndim != 2 or not np.isfinite(locations).all():
             raise InvalidInput(f"LocationMixture.locations must be a finite (K, d) array, got shape {locations.shape}")
         K = locations.shape[0]
-        weights = np.full(K, 1.0 / K) if weights is None else np.asarray(weights, dtype=float)
+        weights = np.full(K, 1.0 / K) if weights is None else as_floats("LocationMixture.weights", weights)
         if weights.shape != (K,) or not (np.isfinite(weights).all() and (weights > 0).all()):
             raise InvalidInput(f"LocationMixture.weights must be {K} positive numbers, got {weights.tolist()}")
-        scales = np.asarray(sigma, dtype=float)
+        scales = as_floats("LocationMixture.sigma", sigma)
         scales = np.full(K, scales) if scales.ndim == 0 else scales
         if scales.shape != (K,) or not (np.isfinite(scales).all() and (scales > 0).all()):
             raise InvalidInput(

@@ -20,9 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import NON_NEGATIVE, POSITIVE, InvalidInput, as_key, at_least, check_choice, check_count
+from flowsim._checks import NON_NEGATIVE, SCALE, InvalidInput, as_key, at_least, check_choice, check_count
 from flowsim._interrupt import ctrl_c_stops, run_interruptibly
-from flowsim._memory import Need, check_fits
+from flowsim._memory import Cost, Need, check_work, float_bytes
 from flowsim._task import AbstractTask, Parameter
 from flowsim.integrate import traced
 from flowsim.results import long_table
@@ -36,14 +36,21 @@ __all__ = [
     "readout_learning",
     "readout_learning_figure",
     "readout_learning_table",
+    "readout_learning_work",
     "readout_overlaps",
     "train_readout",
+    "train_readout_work",
 ]
+
+#: Seconds of gradient descent per (seed x step x sequence x token x dimension), measured on the 2-core CPU of
+#: BENCHMARKS.md (section "Estimates before work"), and of compiling one run (with its comparison's flow).
+DESCENT_SECONDS = 8.0e-8
+COMPILE_SECONDS = 3.0
 
 PARAMETERS = (
     Parameter("d", int, "dimension d of the latent location", at_least(2), "$d$"),
-    Parameter("tau", float, "prior scale tau of the location", POSITIVE, r"$\tau$"),
-    Parameter("sigma", float, "noise sigma of the keys around the location", POSITIVE, r"$\sigma$"),
+    Parameter("tau", float, "prior scale tau of the location", SCALE, r"$\tau$"),
+    Parameter("sigma", float, "noise sigma of the keys around the location", SCALE, r"$\sigma$"),
     Parameter("eps", float, "standard deviation eps of the label noise", NON_NEGATIVE, r"$\varepsilon$"),
 )
 
@@ -132,6 +139,44 @@ class Readout(AbstractTask):
         return bad
 
 
+def train_readout_work(
+    task: Readout, L: int, n: int, n_test: int, steps: int, batch: int, log_every: int, seeds: int, names=None
+) -> tuple[list, list]:
+    """The memory and time `train_readout` needs (`flowsim._memory.check_work`), checked before any work.
+
+    `names`: how the caller's user knows the arguments ({"L", "n", "n_test", "steps", "seeds"}; None: one
+    the user cannot change, left out of the advice).
+    """
+    names = {name: name for name in ("L", "n", "n_test", "steps", "seeds")} | (names or {})
+
+    def lower(*arguments: str) -> str:
+        named = [names[argument] for argument in arguments if names[argument]]
+        return f"lower {', '.join(named[:-1])} or {named[-1]}" if len(named) > 1 else f"lower {named[0]}"
+
+    needs = [
+        Need(  # the keys and the attention's intermediates of their size
+            f"the sequences ({seeds} seeds x (n {n} + {n_test} held out) x L {L} x d {task.d})",
+            float_bytes(2, seeds, n + n_test, L, task.d),
+            lower("n", "n_test", "L", "seeds"),
+        ),
+        logged_needs(seeds, steps // log_every, 7),
+    ]
+    costs = [
+        Cost(
+            f"gradient descent ({seeds} seeds x {steps} steps x batch {batch} x L {L} x d {task.d})",
+            DESCENT_SECONDS * seeds * steps * batch * L * task.d,
+            lower("steps", "seeds", "n", "L"),
+        ),
+        Cost(
+            f"the logged risks ({seeds} seeds x {steps // log_every + 1} logs x (n {n} + {n_test}) x L {L})",
+            DESCENT_SECONDS * seeds * (steps // log_every + 1) * (n + n_test) * L * task.d / 3,
+            lower("n_test", "n", "L"),
+        ),
+        Cost("compiling", COMPILE_SECONDS, "nothing"),
+    ]
+    return needs, costs
+
+
 def train_readout(
     task: Readout,
     key,
@@ -167,12 +212,7 @@ def train_readout(
         raise InvalidInput(f"batch = {batch} must divide n = {n}")
     check_choice("init", init, task.initialisations)
     n_test = check_count("n_test", n_test, 1)
-    sequences = Need(
-        f"the sequences ({seeds} seeds x (n {n} + {n_test} held out) x L {L} x d {task.d})",
-        2 * seeds * (n + n_test) * L * task.d * 8,  # the keys and the attention's intermediates of their size
-        "lower n, n_test, L or seeds",
-    )
-    check_fits("train_readout", [sequences, logged_needs(seeds, steps // log_every, 7)])
+    check_work("train_readout", *train_readout_work(task, L, n, n_test, steps, batch, log_every, seeds))
     config = (init, L, n, n_test, batch, steps // log_every, log_every)
     keys = jax.random.split(as_key(key), seeds)
     with ctrl_c_stops():
@@ -231,10 +271,10 @@ def _train(task, lr, seed_keys, config):
 class ReadoutLearning(eqx.Module):
     """The result of `readout_learning`.
 
-    **Fields:** `Ls`, `ns`; `train_risk`, `test_risk` (at the end of training, median over seeds, (L, n));
-    `deviation` (from the flow: median over seeds of the largest coordinate deviation, (L, n)); `bayes` (the
-    Bayes risk of predicting y from the L keys, eps^2 + sigma^2 tau^2 / (sigma^2 + L tau^2), (L,)); `t_end`;
-    `n_test` (held-out sequences per seed).
+    **Fields:** `Ls`, `ns`; `train_risk`, `test_risk` (at the end of training, median over seeds, (L, n); NaN
+    where every seed diverged); `deviation` (from the flow: median over seeds of the largest coordinate
+    deviation, (L, n)); `bayes` (the Bayes risk of predicting y from the L keys, eps^2 + sigma^2 tau^2 /
+    (sigma^2 + L tau^2), (L,)); `t_end`; `n_test` (held-out sequences per seed); `failed`: the `failures()`.
     """
 
     Ls: np.ndarray
@@ -245,6 +285,31 @@ class ReadoutLearning(eqx.Module):
     bayes: np.ndarray
     t_end: float
     n_test: int
+    failed: tuple = eqx.field(static=True, default=())
+
+    def failures(self) -> list:
+        """The seeds that diverged (a non-finite iterate), each reason naming its L and n."""
+        return list(self.failed)
+
+
+def _learning_options(steps: int, options: dict) -> dict:
+    return {"log_every": steps // 10 if steps % 10 == 0 else steps, "n_test": 8000} | options
+
+
+def readout_learning_work(task: Readout, Ls, ns, *, steps: int = 400, seeds: int = 4, names=None, **options):
+    """The memory and time `readout_learning` needs (`flowsim._memory.check_work`): every (L, n)'s
+    `train_readout_work`, the largest memory of one and the time of all. `names`: as in `train_readout_work`."""
+    options = _learning_options(steps, options)
+    needs, costs = [], []
+    for L in Ls:
+        for n in ns:
+            work = train_readout_work(
+                task, int(L), int(n), options["n_test"], steps, options.get("batch") or int(n), options["log_every"],
+                seeds, names,
+            )  # fmt: skip
+            needs = max(needs, work[0], key=lambda parts: sum(part.nbytes for part in parts))
+            costs += work[1]
+    return needs, costs
 
 
 def readout_learning(task: Readout, key, Ls, ns, *, lr: float = 0.05, steps: int = 400, seeds: int = 4, **options):
@@ -255,24 +320,31 @@ def readout_learning(task: Readout, key, Ls, ns, *, lr: float = 0.05, steps: int
     `options`: passed to `train_readout` (init, batch, log_every, n_test; default n_test = 8000, so that the
     held-out risk resolves a relative gap of a few percent).
 
-    **Returns:** a `ReadoutLearning`.
+    **Returns:** a `ReadoutLearning`; seeds that diverged are its `failures()`, left out of the medians.
     """
     from flowsim.compare import compare
 
     key = as_key(key)
     Ls = np.array([check_count("Ls", L, 1) for L in Ls])
     ns = np.array([check_count("ns", n, 1) for n in ns])
-    options = {"log_every": steps // 10 if steps % 10 == 0 else steps, "n_test": 8000} | options
+    steps, seeds = check_count("steps", steps, 1), check_count("seeds", seeds, 1)
+    options = _learning_options(steps, options)
+    check_work("readout_learning", *readout_learning_work(task, Ls, ns, steps=steps, seeds=seeds, **options))
     shape = (len(Ls), len(ns))
-    train, test, deviation = np.empty(shape), np.empty(shape), np.empty(shape)
+    train, test, deviation = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
+    failed = []
     for i, L in enumerate(Ls):
         for j, n in enumerate(ns):
             run = train_readout(task, key, L=int(L), n=int(n), lr=lr, steps=steps, seeds=seeds, **options)
-            train[i, j] = np.median(np.asarray(run.train_risk)[:, -1])
-            test[i, j] = np.median(np.asarray(run.test_risk)[:, -1])
-            deviation[i, j] = np.median(compare(run).deviation.max(axis=1))
+            for failure in run.failures():
+                failed.append(eqx.tree_at(lambda f: f.reason, failure, f"L = {L}, n = {n}: {failure.reason}"))
+            finite = np.isfinite(np.asarray(run.train_risk)[:, -1]) & np.isfinite(np.asarray(run.ys)[:, -1]).all(-1)
+            if finite.any():
+                train[i, j] = np.median(np.asarray(run.train_risk)[finite, -1])
+                test[i, j] = np.median(np.asarray(run.test_risk)[finite, -1])
+                deviation[i, j] = np.median(compare(run).deviation.max(axis=1)[finite])
     bayes = task.eps**2 + task.sigma**2 * task.tau**2 / (task.sigma**2 + Ls * task.tau**2)
-    return ReadoutLearning(Ls, ns, train, test, deviation, bayes, lr * steps, options["n_test"])
+    return ReadoutLearning(Ls, ns, train, test, deviation, bayes, lr * steps, options["n_test"], tuple(failed))
 
 
 def readout_learning_table(result: ReadoutLearning) -> dict[str, np.ndarray]:

@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from flowsim._checks import NON_NEGATIVE, POSITIVE, at_least
+from flowsim._checks import NON_NEGATIVE, POSITIVE, SCALE, at_least
 from flowsim.cli import _parts as parts
-from flowsim.cli._options import Command, comma_separated, option, output_options
+from flowsim.cli._options import Command, comma_separated, estimated, option, output_options
 from flowsim.cli._tables import format_table
 from flowsim.tasks import latent
 
@@ -21,6 +21,11 @@ REGRESSION_B = ((1.0, -0.5, 0.25), (0.0, 2.0, 1.0))
 REGRESSION_QUERY = (1.0, 1.0, 0.0)
 
 
+#: The names of the experiments' arguments as options, for their estimates' messages.
+_NAMES = {"a": "--norms", "Ls": "--Ls", "replicates": "--replicates", "L": "--Ls", "n": "--ns", "n_test": "--n-test",
+          "steps": "--steps", "seeds": "--seeds", "heads": "--heads", "n_train": "--n-train"}  # fmt: skip
+
+
 def _common(parser, norms: str, what: str) -> None:
     option(parser, "--Ls", comma_separated(at_least(1)), DEFAULT_LS, "input lengths L, comma-separated")
     option(parser, "--norms", comma_separated(NON_NEGATIVE), norms, what)
@@ -31,20 +36,34 @@ def _error_options(parser) -> None:
     _common(parser, "0.5,1,1.5", "norms |a| of the attention parameter (along a = (.8, -.5, .3, .6) / |.|)")
     option(parser, "--kernel-max-L", int, 1024, "the largest L of the softmax-against-kernel comparison", at_least(0))
     option(parser, "--kernel-replicates", int, 200, "sequences per L of that comparison", at_least(2))
-    option(parser, "--bandwidth", float, 0.5, "the Gaussian kernel's bandwidth h", POSITIVE)
-    option(parser, "--ridge", float, 1e-3, "kernel attention's ridge lam", POSITIVE)
+    option(parser, "--bandwidth", float, 0.5, "the Gaussian kernel's bandwidth h", SCALE)
+    option(parser, "--ridge", float, 1e-3, "kernel attention's ridge lam", SCALE)
     output_options(parser, "latent error")
+
+
+def _error_setting(args):
+    """The model, the attention parameters and the Ls of the kernel comparison."""
+    model = latent.TiltedGaussian(np.diag(SIGMA_DIAGONAL))
+    direction = np.array(A_DIRECTION) / np.linalg.norm(A_DIRECTION)
+    return model, np.outer(args.norms, direction), [L for L in args.Ls if L <= args.kernel_max_L]
+
+
+def _error_estimate(args):
+    model, a, regression_Ls = _error_setting(args)
+    needs, costs = latent.attention_error_work(model, a, args.Ls, args.replicates, _NAMES)
+    if regression_Ls:
+        names = {"Ls": "--kernel-max-L", "replicates": "--kernel-replicates"}
+        more = latent.regression_error_work(regression_Ls, args.kernel_replicates, len(REGRESSION_QUERY), names)
+        needs, costs = needs + more[0], costs + more[1]
+    return needs, costs
 
 
 def _error(args) -> int:
     import jax
 
     record = parts.record(args)
-    model = latent.TiltedGaussian(np.diag(SIGMA_DIAGONAL))
-    direction = np.array(A_DIRECTION) / np.linalg.norm(A_DIRECTION)
-    a = np.outer(args.norms, direction)
+    model, a, regression_Ls = _error_setting(args)
     key = jax.random.key(args.seed)
-    regression_Ls = [L for L in args.Ls if L <= args.kernel_max_L]
     regression = None
     if regression_Ls:
         what = f"softmax against kernel attention at L <= {args.kernel_max_L}, {args.kernel_replicates} sequences each"
@@ -70,16 +89,25 @@ def _error(args) -> int:
 def _risk_options(parser) -> None:
     _common(parser, "0,0.5,1", "norms |a| of the attention parameter")
     option(parser, "--d", int, 4, "dimension of the latent location", at_least(1))
-    option(parser, "--sigma", float, 1.0, "the keys' noise sigma", POSITIVE)
-    option(parser, "--tau", float, 1.0, "the prior's scale tau", POSITIVE)
+    option(parser, "--sigma", float, 1.0, "the keys' noise sigma (--sigma / --tau in [1e-6, 1e6])", SCALE)
+    option(parser, "--tau", float, 1.0, "the prior's scale tau", SCALE)
     output_options(parser, "latent risk")
+
+
+def _risk_model(args):
+    latent.check_noise_ratio(args.sigma, args.tau, "--sigma / --tau")
+    return latent.ConjugateLocation(args.d, args.tau, args.sigma)
+
+
+def _risk_estimate(args):
+    return latent.location_risk_work(_risk_model(args), args.norms, args.Ls, args.replicates, _NAMES | {"d": "--d"})
 
 
 def _risk(args) -> int:
     import jax
 
     record = parts.record(args)
-    model = latent.ConjugateLocation(args.d, args.tau, args.sigma)
+    model = _risk_model(args)
     with record.phase("risk", f"attention and the posterior mean at {len(args.Ls)} L, {args.replicates} each"):
         result = latent.location_risk(jax.random.key(args.seed), model, args.norms, args.Ls, args.replicates)
     table = latent.location_risk_table(result)
@@ -98,13 +126,19 @@ def _learn_options(parser) -> None:
     option(parser, "--Ls", comma_separated(at_least(1)), "16,64,256,1024", "input lengths L, comma-separated")
     option(parser, "--ns", comma_separated(at_least(1)), "125,500,2000", "training-set sizes n, comma-separated")
     option(parser, "--d", int, 4, "dimension of the latent location", at_least(2))
-    option(parser, "--sigma", float, 1.0, "the keys' noise sigma", POSITIVE)
-    option(parser, "--tau", float, 1.0, "the prior's scale tau", POSITIVE)
+    option(parser, "--sigma", float, 1.0, "the keys' noise sigma", SCALE)
+    option(parser, "--tau", float, 1.0, "the prior's scale tau", SCALE)
     option(parser, "--eps", float, 0.1, "the label noise eps", NON_NEGATIVE)
     option(parser, "--lr", float, 0.05, "gradient descent's step size (the flow's clock is lr * step)", POSITIVE)
     option(parser, "--steps", int, 400, "gradient-descent steps", at_least(10))
     option(parser, "--seeds", int, 4, "runs per (L, n)", at_least(1))
     output_options(parser, "latent learn")
+
+
+def _learn_estimate(args):
+    task = latent.Readout(args.d, args.tau, args.sigma, args.eps)
+    names = _NAMES | {"n_test": None}  # the held-out sequences are the experiment's, not an option
+    return latent.readout_learning_work(task, args.Ls, args.ns, steps=args.steps, seeds=args.seeds, names=names)
 
 
 def _learn(args) -> int:
@@ -117,6 +151,8 @@ def _learn(args) -> int:
         result = latent.readout_learning(
             task, jax.random.key(args.seed), args.Ls, args.ns, lr=args.lr, steps=args.steps, seeds=args.seeds
         )
+    for failure in result.failures():
+        record.fail(f"diverged: {failure.reason}", seed=failure.index, step=failure.step, t=failure.time)
     table = latent.readout_learning_table(result)
     record.write_csv("readout_learning.csv", table)
     parts.save(record, latent.readout_learning_figure(result), "readout_learning")
@@ -141,11 +177,21 @@ def _mixture_options(parser) -> None:
     output_options(parser, "latent mixture")
 
 
+def _mixture_model():
+    return latent.LocationMixture(np.array(MIXTURE_LOCATIONS), sigma=np.array(MIXTURE_SCALES))
+
+
+def _mixture_estimate(args):
+    return latent.mixture_posterior_work(
+        _mixture_model(), args.Ls, args.heads, args.n_train, args.n_test, latent.MIXTURE_STEPS, _NAMES
+    )
+
+
 def _mixture(args) -> int:
     import jax
 
     record = parts.record(args)
-    mixture = latent.LocationMixture(np.array(MIXTURE_LOCATIONS), sigma=np.array(MIXTURE_SCALES))
+    mixture = _mixture_model()
     with record.phase("mixture", f"heads {args.heads} against the exact posterior at {len(args.Ls)} L"):
         result = latent.mixture_posterior(
             jax.random.key(args.seed), mixture, args.Ls, args.heads, tilt=args.tilt, n_train=args.n_train,
@@ -165,26 +211,26 @@ COMMANDS = (
     Command(
         "error",
         "attention's error against L on the tilted-Gaussian model, against its predicted 1/L constant",
-        _error,
+        estimated(_error, _error_estimate),
         _error_options,
     ),
     Command(
         "risk",
         "attention's and the posterior mean's risk against L on the conjugate location model, and their ratio",
-        _risk,
+        estimated(_risk, _risk_estimate),
         _risk_options,
     ),
     Command(
         "mixture",
         "multi-head attention with a linear read-out against the exact posterior of a location-scale mixture",
-        _mixture,
+        estimated(_mixture, _mixture_estimate),
         _mixture_options,
     ),
     Command(
         "learn",
         "the supervised read-out <w, attn_a>: gradient descent on n sequences of length L against the L = oo flow, "
         "the train-test gap and the test-risk floor",
-        _learn,
+        estimated(_learn, _learn_estimate),
         _learn_options,
     ),
 )

@@ -7,7 +7,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from flowsim._checks import InvalidInput, as_key, check_count
+from flowsim._memory import check_work
 from flowsim.tasks.slr._data import GroundTruth, sample
+from flowsim.tasks.slr._estimates import bayes_work
 from flowsim.tasks.slr._problem import Problem
 
 __all__ = [
@@ -65,6 +67,7 @@ def bayes_risk(problem: Problem, truth: GroundTruth, key: PRNGKeyArray, n: int, 
     """
     n = check_count("n", n, 2)
     batch_size = check_count("batch_size", batch_size, 1)
+    check_work("bayes_risk", *bayes_work(problem.d, problem.L, n, batch=batch_size))
     batches = -(-n // batch_size)
     losses = []
     for batch_key in jax.random.split(as_key(key), batches):

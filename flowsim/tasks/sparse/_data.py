@@ -8,6 +8,7 @@ identify the target among the s-sparse functions of the same kind is redrawn (Ed
 
 import itertools
 import math
+import numbers
 
 import equinox as eqx
 import jax
@@ -19,6 +20,8 @@ from flowsim._checks import Allowed, InvalidInput, as_key, at_least, check_choic
 
 __all__ = ["FUNCTIONS", "SparseTarget", "evaluate_target", "identifies", "sample_bits", "training_set"]
 
+#: The largest support size: g's truth table (2^s entries) is built whole.
+MAX_SUPPORT = 24
 #: The Boolean functions g of the s relevant bits.
 FUNCTIONS = ("and", "or", "majority", "parity", "random")
 #: The most candidate supports `identifies` enumerates for a function without a shortcut.
@@ -42,14 +45,19 @@ class SparseTarget(eqx.Module):
     p: float | None = eqx.field(static=True, default=None, converter=python_scalar)
 
     def __post_init__(self):
-        if self.p is None and isinstance(self.s, int) and self.s >= 1:
-            self.p = 2.0 ** (-1.0 / self.s) if self.function == "and" else 0.5
+        # Before the converters: s may still be a NumPy integer.
+        if self.p is None and isinstance(self.s, numbers.Integral) and not isinstance(self.s, bool) and self.s >= 1:
+            self.p = 2.0 ** (-1.0 / int(self.s)) if self.function == "and" else 0.5
 
     def __check_init__(self):
         at_least(2).check("SparseTarget.T", self.T)
         at_least(1).check("SparseTarget.s", self.s)
         if self.s > self.T:
             raise InvalidInput(f"SparseTarget.s must be at most T = {self.T}, got {self.s}")
+        if self.s > MAX_SUPPORT:
+            raise InvalidInput(
+                f"SparseTarget.s must be at most {MAX_SUPPORT} (g's truth table has 2^s entries), got {self.s}"
+            )
         check_choice("SparseTarget.function", self.function, FUNCTIONS)
         _SHARE.check("SparseTarget.p", self.p)
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import as_key, check_count
+from flowsim._checks import InvalidInput, as_key, check_count
 from flowsim.tasks.sparse._data import SparseTarget, evaluate_target, identifies, sample_bits
 
 __all__ = [
@@ -30,6 +30,9 @@ __all__ = [
 
 def information_limit(T: int, s: int) -> float:
     """log2 C(T, s): no learner identifies one of C(T, s) supports from fewer binary labels."""
+    T, s = check_count("T", T, 1), check_count("s", s, 1)
+    if s > T:
+        raise InvalidInput(f"s must be at most T = {T} (an s-sparse function of T bits), got {s}")
     return math.log2(math.comb(T, s))
 
 

@@ -1,0 +1,294 @@
+"""The memory and time of single-location regression's work, estimated before it starts (`flowsim._memory`).
+
+Each size a command or an entry point takes is counted here once: the API's functions check their own work
+(`advantage_work`, `bayes_work`), and the command line checks each command's whole run (`COMMANDS`) before
+its folder is made. The per-unit costs were measured on the 2-core CPU of BENCHMARKS.md (section "Estimates
+before work"), on a machine shared with other work (load average 9 to 13 on its 2 cores): the estimates err long.
+"""
+
+import math
+
+from flowsim._checks import InvalidInput
+from flowsim._memory import Cost, Need, float_bytes
+
+__all__ = ["COMMANDS", "advantage_work", "bayes_work", "rule_points", "sgd_work"]
+
+#: Seconds of the exact online-SGD chain on the overlaps per (seed x step x sample x token).
+CHAIN_SECONDS = 5e-7
+#: Seconds of online SGD with vectors in R^d per (seed x step x sample x token x dimension).
+VECTOR_SECONDS = 2.5e-8
+#: Seconds of the Bayes risk's Monte Carlo per (sample x token x dimension).
+BAYES_SECONDS = 2e-7
+#: Seconds of the population PGD map per (seed x step).
+MAP_SECONDS = 1.1e-5
+#: Seconds of the gradient flow per trajectory (erf attention, to t = 1000: 66 s for 64), and per (trajectory x
+#: rule point x unit of time) for a map whose risk is taken by a rule over the L scores (softmax, L = 10, 4096
+#: Sobol' points, t = 100: 370 s for 16).
+FLOW_SECONDS = 1.0
+RULE_FLOW_SECONDS = 5.6e-5
+#: Values kept per saved state of a trajectory (the state, its risk, and the table's columns), in two copies.
+_SAVED_VALUES = 24
+
+
+def _lower(*options: str | None) -> str:
+    """The advice `lower a, b or c` of the options the user can change (None: one they cannot)."""
+    named = [option for option in options if option]
+    return f"lower {', '.join(named[:-1])} or {named[-1]}" if len(named) > 1 else f"lower {named[0]}"
+
+
+def saved_need(what: str, trajectories: int, saves: int, advice: str) -> Need:
+    """The memory of `trajectories` x `saves` saved states, their risks and their table."""
+    return Need(
+        f"the saved states ({what}: {trajectories} trajectories x {saves} saved times)",
+        float_bytes(_SAVED_VALUES, trajectories, saves),
+        advice,
+    )
+
+
+def flow_cost(what: str, trajectories: int, rule_points: int | None, advice: str, t_max: float = 1000.0) -> Cost:
+    """The time of `trajectories` flows to `t_max` (each taking `rule_points` per risk if its map is taken by a
+    rule; erf's flows settle, and cost about the same to any horizon)."""
+    each = FLOW_SECONDS if rule_points is None else RULE_FLOW_SECONDS * rule_points * t_max
+    return Cost(f"the flow ({what}: {trajectories} trajectories)", each * trajectories, advice)
+
+
+def bayes_work(d: int, L: int, samples: int, names=None, batch: int = 4096) -> tuple[list, list]:
+    """The memory and time of `bayes_risk`'s Monte Carlo (samples drawn `batch` at a time, every loss kept)."""
+    names = {"samples": "n", "d": "d"} | (names or {})
+    needs = [
+        Need(f"the Bayes risk's losses ({samples} samples)", float_bytes(2, samples), _lower(names["samples"])),
+        Need(
+            f"a batch of the Bayes risk's samples ({batch} x L {L} x d {d}, three copies)",
+            float_bytes(3, batch, L, d),
+            _lower(names["d"]),
+        ),
+    ]
+    costs = [
+        Cost(
+            f"the Bayes risk ({samples} samples x L {L} x d {d})",
+            BAYES_SECONDS * samples * L * d,
+            _lower(names["samples"], names["d"]),
+        )
+    ]
+    return needs, costs
+
+
+def sgd_work(engine: str, seeds: int, steps: int, batch: int, L: int, d: int, logs: int, names=None):
+    """The time and memory of an online SGD run (the chain on the overlaps, or vectors in R^d): its logs and one
+    step's random numbers (the chain's: about 2L + 3 per sample) or samples (in R^d)."""
+    names = {"steps": "steps", "seeds": "seeds", "batch": "batch", "log_every": "log_every", "d": "d"} | (names or {})
+    per_step = CHAIN_SECONDS * batch * L if engine == "overlaps" else VECTOR_SECONDS * batch * L * d
+    needs = [
+        Need(
+            f"the logged values ({seeds} seeds x {logs + 1} logs x 8 values, twice)",
+            float_bytes(16, seeds, logs + 1),
+            _lower(names["seeds"]) if names["log_every"] is None else f"raise {names['log_every']}",
+        ),
+        Need(
+            f"the random numbers of one step ({seeds} seeds x batch {batch} x {2 * L + 3} values, twice)",
+            float_bytes(2, seeds, batch, 2 * L + 3),
+            _lower(names["batch"], names["seeds"]),
+        )
+        if engine == "overlaps"
+        else Need(
+            f"the samples of one step ({seeds} seeds x batch {batch} x L {L} x d {d}, three copies)",
+            float_bytes(3, seeds, batch, L, d),
+            _lower(names["batch"], names["seeds"], names["d"]) + ", or use the overlap engine",
+        ),
+    ]
+    costs = [
+        Cost(
+            f"SGD ({engine} engine: {seeds} seeds x {steps} steps x batch {batch})",
+            per_step * seeds * steps,
+            _lower(names["seeds"], names["batch"], names["steps"]),
+        )
+    ]
+    return needs, costs
+
+
+def advantage_work(d, L, lams, maps, rule_maps, starts, t_max, lr, batch, rule_points, bayes_samples, names=None):
+    """The memory and time of `statistical_advantage`: per map and lam a flow and an SGD run from `starts`, and the
+    Bayes risk; `maps`: how many, `rule_maps` of them (all but erf) taking their risk by a rule of `rule_points`."""
+    names = {
+        "starts": "starts",
+        "steps": "t_max (or raise lr)",
+        "lams": "lams",
+        "d": "d",
+        "rule_points": "rule",
+        "bayes_samples": "bayes_samples",
+        "maps": "attention",
+    } | (names or {})
+    steps = max(1, round(t_max / lr))
+    cells = maps * lams
+    needs, costs = bayes_work(d, L, bayes_samples, {"samples": names["bayes_samples"], "d": names["d"]})
+    needs += [
+        Need(f"the starts ({starts} starts x d {d}, two vectors)", float_bytes(2, starts, d), _lower(names["starts"])),
+        saved_need(f"{cells} runs of map and lam", starts, 4 * cells, _lower(names["starts"], names["lams"])),
+    ]
+    if rule_maps:
+        needs.append(
+            Need(
+                f"the rule ({rule_points} points x L {L}, and the scores of a batch of starts)",
+                float_bytes(4, rule_points, L, min(starts, 64)),
+                _lower(names["rule_points"]),
+            )
+        )
+    work = sgd_work(
+        "overlaps", starts, steps, batch, L, d, 1,
+        {"steps": names["steps"], "seeds": names["starts"], "batch": names.get("batch", "batch")},
+    )  # fmt: skip
+    needs.append(work[0][1])
+    costs += [
+        Cost(f"{cells} SGD runs: {work[1][0].what}", cells * work[1][0].seconds, work[1][0].advice),
+        flow_cost(f"{cells} flows", (maps - rule_maps) * lams * starts, None, _lower(names["starts"], names["lams"])),
+    ]
+    if rule_maps:
+        advice = _lower(names["starts"], names["lams"], names["maps"])
+        costs.append(flow_cost(f"{rule_maps * lams} flows of the maps taken by a rule", rule_maps * lams * starts,
+                               rule_points, advice, t_max))  # fmt: skip
+    return needs, costs
+
+
+def rule_points(L: int, points: int | None = None) -> int:
+    """The points of `quadrature.default_rule(L, points)`, counted without drawing it."""
+    from flowsim.quadrature import DEFAULT_SOBOL_POINTS, MAX_ORDER, MAX_PRODUCT_POINTS, MIN_ORDER
+
+    order = min(MAX_ORDER, math.floor(MAX_PRODUCT_POINTS ** (1 / L) + 1e-9))
+    return order**L if order >= MIN_ORDER else points or DEFAULT_SOBOL_POINTS
+
+
+def _rule_points(args) -> int | None:
+    """The points of the rule a non-erf map's risk takes (None for erf)."""
+    if getattr(args, "attention", "erf") == "erf":
+        return None
+    return rule_points(args.L, getattr(args, "rule_points", None))
+
+
+def _rule_needs(args) -> list:
+    from flowsim.quadrature import SOBOL_DIMENSIONS
+
+    points = _rule_points(args)
+    if points is None:
+        return []
+    if args.L > SOBOL_DIMENSIONS:
+        raise InvalidInput(
+            f"--L must be at most {SOBOL_DIMENSIONS} with --attention {args.attention} (its risk is taken by a "
+            f"Sobol' rule over the L scores, which has at most {SOBOL_DIMENSIONS} dimensions), got {args.L}"
+        )
+    return [
+        Need(
+            f"the rule over the scores ({points} points x L {args.L}, three copies)",
+            float_bytes(3, points, args.L),
+            "lower --L, or take --attention erf",
+        )
+    ]
+
+
+def _flow(args):
+    needs = [saved_need("--n x --saves", args.n, args.saves, _lower("--n", "--saves")), *_rule_needs(args)]
+    return needs, [flow_cost("--n", args.n, _rule_points(args), _lower("--n"), args.t_max)]
+
+
+def _portrait(args):
+    needs = [
+        Need(f"the streamline grid ({args.grid} x {args.grid} points, 8 values)", float_bytes(8, args.grid, args.grid),
+             _lower("--grid")),
+        saved_need("--trajectories", args.trajectories, 201, _lower("--trajectories")),
+        *_rule_needs(args),
+    ]  # fmt: skip
+    costs = [flow_cost("--trajectories", args.trajectories, _rule_points(args), _lower("--trajectories"), args.t_max)]
+    if args.basins:
+        needs.append(saved_need("--basin-n", args.basin_n, 101, _lower("--basin-n")))
+        costs.append(flow_cost("--basin-n", args.basin_n, _rule_points(args), _lower("--basin-n"), args.basin_t_max))
+    return needs, costs
+
+
+def _sgd_run(args, names=None):
+    return sgd_work(
+        args.engine, args.seeds, args.steps, args.batch, args.L, args.d, args.steps // args.log_every,
+        {"steps": "--steps", "seeds": "--seeds", "batch": "--batch", "log_every": "--log-every", "d": "--d"}
+        | (names or {}),
+    )  # fmt: skip
+
+
+def _sgd(args):
+    needs, costs = _sgd_run(args)
+    return needs + _rule_needs(args), costs
+
+
+def _compare(args):
+    needs, costs = _sgd(args)
+    logs = args.steps // args.log_every + 1
+    needs.append(saved_need("the flow from every seed's start", args.seeds, logs, "raise --log-every"))
+    horizon = args.lr * args.steps
+    costs.append(flow_cost("from every seed's start", args.seeds, _rule_points(args), _lower("--seeds"), horizon))
+    return needs, costs
+
+
+def _verify_work(n: int, saves: int, option: str):
+    trajectories = 3 * 2 * n  # three settings, starts on M and on the sphere
+    return (
+        [saved_need(f"3 settings x 2 kinds of start x {option}", trajectories, saves, _lower(option))],
+        [flow_cost(f"3 settings x 2 kinds of start x {option}", trajectories, None, _lower(option))],
+    )
+
+
+def _verify(args):
+    needs, costs = _verify_work(args.n, args.saves, "--n")
+    needs[0] = needs[0]._replace(advice=_lower("--n", "--saves"))
+    return needs, costs
+
+
+def _demo(args):
+    needs, costs = bayes_work(args.d, args.L, args.bayes_samples, {"samples": "--bayes-samples", "d": "--d"})
+    log_every = max(1, args.sgd_steps // 400)
+    sgd = sgd_work(
+        "overlaps", args.sgd_seeds, args.sgd_steps, 5, args.L, args.sgd_d, args.sgd_steps // log_every,
+        {"steps": "--sgd-steps", "seeds": "--sgd-seeds", "log_every": None, "batch": None, "d": "--sgd-d"},
+    )  # fmt: skip
+    verify = _verify_work(args.verify_n, 401, "--verify-n")
+    compared = flow_cost("the comparison, --sgd-seeds", args.sgd_seeds, None, _lower("--sgd-seeds"))
+    return needs + sgd[0] + verify[0], [*costs, *sgd[1], *verify[1], compared]
+
+
+def _reproduce(args):
+    from flowsim.tasks.slr._experiments import EXPERIMENTS, QUICK_STEPS
+
+    chosen = [e for e in EXPERIMENTS if not args.only or e.name in args.only]
+    needs, costs = [], []
+    for experiment in chosen:
+        steps = min(experiment.steps, QUICK_STEPS[experiment.algorithm]) if args.quick else experiment.steps
+        needs.append(saved_need(f"{experiment.name}, --seeds", args.seeds, 201, _lower("--seeds")))
+        if experiment.algorithm == "population" and args.engine == "overlaps":
+            costs.append(
+                Cost(f"{experiment.name} ({args.seeds} seeds x {steps} steps)", MAP_SECONDS * args.seeds * steps,
+                     _lower("--seeds") + ", or run --quick")
+            )  # fmt: skip
+        else:
+            engine = args.engine
+            run = sgd_work(engine, args.seeds, steps, experiment.batch or 1, experiment.L, experiment.d, 200)
+            needs.append(run[0][1]._replace(advice=_lower("--seeds")))
+            costs.append(run[1][0]._replace(advice=_lower("--seeds") + ", or run --quick"))
+    return needs, costs
+
+
+def _advantage(args):
+    return advantage_work(
+        args.d, args.L, len(args.lams), len(args.maps), len(set(args.maps) - {"erf"}), args.starts, args.t_max,
+        args.lr, args.batch, rule_points(args.L, args.rule_points), args.bayes_samples,
+        {"starts": "--starts", "steps": "--t-max (or raise --lr)", "lams": "--lams", "d": "--d", "batch": "--batch",
+         "rule_points": "--rule-points", "bayes_samples": "--bayes-samples", "maps": "--maps"},
+    )  # fmt: skip
+
+
+#: The estimate of each command's run, by name (`flowsim.cli._options.estimated`).
+COMMANDS = {
+    "demo": _demo,
+    "flow": _flow,
+    "portrait": _portrait,
+    "sgd": _sgd,
+    "compare": _compare,
+    "verify": _verify,
+    "reproduce": _reproduce,
+    "advantage": _advantage,
+}
