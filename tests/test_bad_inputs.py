@@ -3,7 +3,7 @@
 Every case is listed, with its outcome, in docs/bad-inputs.md: the table there is generated from
 the cases below (`python tests/test_bad_inputs.py` prints it) and a test checks that it is current.
 Each case is run in this process (`flowsim.cli.main`): nothing here compiles a computation, since
-every refusal comes before one.
+every refusal comes before one, except the one tiny run that shows a numerical failure's outcome.
 """
 
 import json
@@ -300,6 +300,12 @@ CLI_CASES = [
         "softmax (its risk is taken by a Sobol' rule over the L scores, which has at most 21201 dimensions), got "
         "100000000",
     ),
+    # A numerical failure: exit status 1, the failure said, the results and the figure kept (a tiny run).
+    (
+        "latent learn --Ls 4 --ns 8 --steps 10 --seeds 1 --lr 1e6",
+        1,
+        "flowsim latent learn: numerical failure: diverged: L = 4, n = 8: the training risk",
+    ),
     ("compare --reference nothing", 2, "flowsim compare: error: argument --reference: invalid choice: 'nothing'"),
     ("reproduce --only nothing", 2, "flowsim reproduce: error: argument --only: invalid choice: 'nothing'"),
 ]
@@ -456,6 +462,8 @@ def test_the_command_line_refuses_in_one_line(capsys, places, arguments, status,
     assert returned == status
     assert captured.err.startswith(message.format(**places, more=MORE, E=E)), captured.err
     assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err + captured.out
+    if status == 1:  # a numerical failure keeps what was computed, the figure included
+        assert list(Path("flowsim-out").rglob("*.png")) and list(Path("flowsim-out").rglob("*.csv"))
 
 
 def test_a_refused_replacement_leaves_the_earlier_run(places):
@@ -514,8 +522,11 @@ def markdown() -> str:
         "Every case of tests/test_bad_inputs.py, which checks each outcome and that this page is current",
         "(regenerate it with `python tests/test_bad_inputs.py > docs/bad-inputs.md`). Each is refused",
         "before anything is computed or written, with one line naming the option or field and what it",
-        "accepts. In the arguments, {file} stands for a regular file, {earlier} for a folder holding an",
-        "earlier run, {foreign} for a non-empty folder of other files.",
+        "accepts (exit status 2): a size by the estimate of the run's memory and time made before any work",
+        "(time above an hour is refused unless --yes asks for it). A numerical failure is exit status 1:",
+        "it is said where it happened, and the results computed, figures included, are kept. In the",
+        "arguments, {file} stands for a regular file, {earlier} for a folder holding an earlier run,",
+        "{foreign} for a non-empty folder of other files.",
         "",
         f"## Command line ({len(CLI_CASES)} cases)",
         "",

@@ -23,6 +23,7 @@ import numpy as np
 from flowsim._checks import NON_NEGATIVE, SCALE, InvalidInput, as_key, at_least, check_choice, check_count
 from flowsim._interrupt import ctrl_c_stops, run_interruptibly
 from flowsim._memory import Cost, Need, check_work, float_bytes
+from flowsim._status import Failure, Status
 from flowsim._task import AbstractTask, Parameter
 from flowsim.integrate import traced
 from flowsim.results import long_table
@@ -46,6 +47,8 @@ __all__ = [
 #: BENCHMARKS.md (section "Estimates before work"), and of compiling one run (with its comparison's flow).
 DESCENT_SECONDS = 8.0e-8
 COMPILE_SECONDS = 3.0
+#: A run whose training risk ends above this many times the risk of predicting 0 has diverged.
+DIVERGED = 100.0
 
 PARAMETERS = (
     Parameter("d", int, "dimension d of the latent location", at_least(2), "$d$"),
@@ -332,13 +335,18 @@ def readout_learning(task: Readout, key, Ls, ns, *, lr: float = 0.05, steps: int
     check_work("readout_learning", *readout_learning_work(task, Ls, ns, steps=steps, seeds=seeds, **options))
     shape = (len(Ls), len(ns))
     train, test, deviation = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
-    failed = []
+    failed, null = [], task.tau**2 + task.eps**2  # the risk of predicting 0
     for i, L in enumerate(Ls):
         for j, n in enumerate(ns):
             run = train_readout(task, key, L=int(L), n=int(n), lr=lr, steps=steps, seeds=seeds, **options)
             for failure in run.failures():
                 failed.append(eqx.tree_at(lambda f: f.reason, failure, f"L = {L}, n = {n}: {failure.reason}"))
-            finite = np.isfinite(np.asarray(run.train_risk)[:, -1]) & np.isfinite(np.asarray(run.ys)[:, -1]).all(-1)
+            # A finite iterate far above the risk of predicting 0 has diverged too (lr too large).
+            end = np.asarray(run.train_risk)[:, -1]
+            for seed in np.flatnonzero(np.isfinite(end) & (end > DIVERGED * null)):
+                reason = f"L = {L}, n = {n}: the training risk {end[seed]:.3g} ended above {DIVERGED:g} x that of 0"
+                failed.append(Failure(int(seed), float(lr * steps), Status.DIVERGED, reason, steps))
+            finite = (end <= DIVERGED * null) & np.isfinite(np.asarray(run.ys)[:, -1]).all(-1)
             if finite.any():
                 train[i, j] = np.median(np.asarray(run.train_risk)[finite, -1])
                 test[i, j] = np.median(np.asarray(run.test_risk)[finite, -1])
@@ -378,9 +386,14 @@ def readout_learning_figure(result: ReadoutLearning):
         axes[2].plot(result.Ls, result.deviation[:, j], "o-", ms=4, label=f"n = {n}")
     bayes_label = r"Bayes risk from the keys, $\varepsilon^2 + \sigma^2\tau^2/(\sigma^2 + L\tau^2)$"
     axes[1].plot(result.Ls, result.bayes, "k--", label=bayes_label)
-    axes[1].set(xscale="log", yscale="log", xlabel="input length L", ylabel="held-out risk at the end")
+    # Diverged runs leave NaN: a panel without a positive value keeps a linear axis (a log one cannot be drawn).
+    scale = {name: "log" if np.any(np.isfinite(values) & (values > 0)) else "linear"
+             for name, values in (("test", result.test_risk), ("deviation", result.deviation))}  # fmt: skip
+    axes[1].set(xscale="log", yscale=scale["test"], xlabel="input length L", ylabel="held-out risk at the end")
     axes[1].set_title(f"The test-risk floor (t = {result.t_end:g})")
-    axes[2].set(xscale="log", yscale="log", xlabel="input length L", ylabel="largest deviation from the flow")
+    axes[2].set(
+        xscale="log", yscale=scale["deviation"], xlabel="input length L", ylabel="largest deviation from the flow"
+    )
     axes[2].set_title("Gradient descent against the L = oo flow")
     for ax in axes:
         ax.legend(fontsize=8)
