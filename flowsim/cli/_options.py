@@ -60,20 +60,28 @@ class Parser(argparse.ArgumentParser):
         actions = {action.dest: action for action in self._actions if action.dest in quick}
         defaults = {dest: action.default for dest, action in actions.items()}
         for action in actions.values():
-            action.default = _NOT_GIVEN
+            action.default = _NotGiven(action.default)
         try:
             namespace, extras = super().parse_known_args(args, namespace)
         finally:
             for dest, action in actions.items():
                 action.default = defaults[dest]
         for dest, action in actions.items():
-            if getattr(namespace, dest) is _NOT_GIVEN:
+            if isinstance(getattr(namespace, dest), _NotGiven):
                 value = quick[dest] if namespace.quick else defaults[dest]
                 setattr(namespace, dest, self._get_value(action, value) if isinstance(value, str) else value)
         return namespace, extras
 
 
-_NOT_GIVEN = object()
+class _NotGiven:
+    """An option's default while the arguments are parsed: still it after parsing, the option was not given
+    (shown as the default it holds, in --help)."""
+
+    def __init__(self, default):
+        self.default = default
+
+    def __str__(self) -> str:
+        return str(self.default)
 
 
 def option(parser, flag: str, kind, default, text: str, allowed: Allowed | None = None, **kwargs) -> None:
