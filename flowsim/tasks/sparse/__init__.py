@@ -4,8 +4,10 @@ A label that depends on s of T input bits; one attention head can select them, a
 learn the target should grow like log T. This package holds the data model (`SparseTarget`: bits, hidden
 supports, labels, training sets redrawn until they identify the target), what any learner needs (the
 information limit, ERM identifiability), what one head can represent (the constructed head, the softmax
-Lipschitz lemma), the learners (`AttentionHead` read out from a [CLS] query, `BitsMLP`), their training
-(full-batch Adam, vmapped over models) and the critical sample size m*(T) (`critical_sample_size`).
+Lipschitz lemma), the learners (`AttentionHead` read out from a [CLS] query, `BitsMLP`, the paper's
+`OneLayerTransformer`, and the l1-penalised logistic regression "l1" as the positive control), their training
+(full-batch Adam or AdamW, vmapped over models, for a fixed budget or to convergence), the critical sample
+size m*(T) (`critical_sample_size`) and its scaling law with a model selection (`sweep`, `fit_scaling`).
 """
 
 from flowsim.tasks.sparse._critical import SUCCESS_ACCURACY, CriticalSize, critical_sample_size, success_rates
@@ -25,46 +27,64 @@ from flowsim.tasks.sparse._limits import (
     required_score,
     softmax_lipschitz_gap,
 )
-from flowsim.tasks.sparse._model import AttentionHead, BitsMLP
+from flowsim.tasks.sparse._model import AttentionHead, BitsMLP, OneLayerTransformer
 from flowsim.tasks.sparse._sweep import (
+    BUDGETS,
     DEFAULT_TS,
+    LAWS,
     MLP_SPAN,
     MLP_TS,
     PAPER_POINTS,
+    TRANSFORMER_TS,
     Fit,
     Sweep,
+    critical_sigma,
     fit_scaling,
+    paper_table,
+    selection_table,
     sweep,
     sweep_figure,
     sweep_table,
+    verdict,
 )
-from flowsim.tasks.sparse._train import LEARNERS, TrainingRun, train
+from flowsim.tasks.sparse._train import DEFAULTS, LEARNERS, LOSS_THRESHOLD, L1Fit, TrainingRun, fit_l1, train
 
 __all__ = [
+    "BUDGETS",
+    "DEFAULTS",
     "DEFAULT_TS",
     "FUNCTIONS",
+    "LAWS",
     "LEARNERS",
+    "LOSS_THRESHOLD",
     "MLP_SPAN",
     "MLP_TS",
     "PAPER_POINTS",
     "SUCCESS_ACCURACY",
+    "TRANSFORMER_TS",
     "AttentionHead",
     "BitsMLP",
     "CriticalSize",
     "Fit",
+    "L1Fit",
+    "OneLayerTransformer",
     "SparseTarget",
     "Sweep",
     "TrainingRun",
     "constructed_head_predict",
     "constructed_mass_off_support",
     "critical_sample_size",
+    "critical_sigma",
     "erm_identifiability",
     "evaluate_target",
+    "fit_l1",
     "fit_scaling",
     "identifies",
     "information_limit",
+    "paper_table",
     "required_score",
     "sample_bits",
+    "selection_table",
     "softmax_lipschitz_gap",
     "success_rates",
     "sweep",
@@ -72,4 +92,5 @@ __all__ = [
     "sweep_table",
     "train",
     "training_set",
+    "verdict",
 ]

@@ -5,7 +5,12 @@ not train every m of a fine grid: a first round spreads `candidates` sample size
 [m_low, m_high], and each further round puts `candidates` new sizes evenly inside the bracket between the
 largest size that failed and the smallest that succeeded (success rate >= 1/2), until the bracket is one
 sample wide or the rounds are spent. Every round trains seeds x candidates models in one compiled program
-(`train`, training sets padded to m_high). The interval is a bootstrap over seeds.
+(`train`, training sets padded to m_high, compiled once per search: every call trains groups of the same
+size). The interval is a bootstrap over seeds.
+
+The training budget is part of the measurement: `budget` is a number of optimiser steps, or "converged"
+(train until the training loss converges, capped at `max_steps`); every run reports whether it converged.
+The control learner ("l1") is a convex solver run to its tolerance: its budget is always "converged".
 """
 
 import math
@@ -15,10 +20,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import as_key, check_choice, check_count, check_positive
+from flowsim._checks import InvalidInput, as_key, check_choice, check_count, check_positive
 from flowsim.tasks.sparse._data import SparseTarget, evaluate_target, sample_bits, training_set
 from flowsim.tasks.sparse._limits import information_limit
-from flowsim.tasks.sparse._train import LEARNERS, train
+from flowsim.tasks.sparse._train import _GROUP_ELEMENTS, LEARNERS, train
 
 __all__ = ["SUCCESS_ACCURACY", "CriticalSize", "critical_sample_size", "success_rates"]
 
@@ -33,11 +38,14 @@ class CriticalSize(eqx.Module):
     validation accuracy >= `SUCCESS_ACCURACY`); `accuracy` (validation accuracy, (sizes, seeds)); `mass`
     (the attention mass on the support over training, (sizes, seeds, logs), NaN for the MLP) at the logged
     `steps`; `critical` (m*: the smallest m whose success rate is >= 1/2; inf if none); `interval` (a 95 %
-    bootstrap interval of m* over seeds).
+    bootstrap interval of m* over seeds); `budget` ("1000", ... steps, or "converged"); `converged` ((sizes,
+    seeds): the run's training loss reached the threshold or stopped improving); `steps_run` ((sizes, seeds):
+    the optimiser's steps, the control's solver iterations).
     """
 
     T: int
     learner: str
+    budget: str
     m: np.ndarray
     success: np.ndarray
     accuracy: np.ndarray
@@ -45,6 +53,8 @@ class CriticalSize(eqx.Module):
     steps: np.ndarray
     critical: float
     interval: tuple[float, float]
+    converged: np.ndarray
+    steps_run: np.ndarray
 
 
 def success_rates(success: np.ndarray) -> np.ndarray:
@@ -63,6 +73,8 @@ def critical_sample_size(
     key,
     *,
     learner: str = "head",
+    budget: int | str = 1000,
+    max_steps: int = 16_000,
     seeds: int = 8,
     m_low: int | None = None,
     m_high: int | None = None,
@@ -78,15 +90,18 @@ def critical_sample_size(
     **Arguments:**
 
     - `target`: the data model; `key`: a PRNG key or seed (supports, training sets, initialisations).
-    - `learner`: "head" or "mlp"; `seeds`: runs per sample size (each its own support and data).
+    - `learner`: one of `LEARNERS`; `seeds`: runs per sample size (each its own support and data).
+    - `budget`: optimiser steps per run, or "converged": until the training loss converges (`train`'s
+      `until_converged`), at most `max_steps` steps. The control ("l1") ignores it (a solver to tolerance).
     - `m_low`, `m_high`: the search range (default: ceil(log2 C(T, s)) and `span` times that).
     - `candidates`: sample sizes per round; `rounds`: rounds of the search.
     - `n_validation`: fresh samples of each run's validation accuracy; `bootstrap`: resamples of seeds.
-    - `training`: passed to `train` (steps, lr, log_every, width, hidden).
+    - `training`: passed to `train` (log_every, loss_threshold, patience, and the learner's options: lr, width...).
 
     **Returns:** a `CriticalSize`.
     """
     check_choice("learner", learner, LEARNERS)
+    budget, training = _budget(learner, budget, max_steps, training)
     seeds, candidates, rounds = (
         check_count(n, v, 1) for n, v in (("seeds", seeds), ("candidates", candidates), ("rounds", rounds))
     )
@@ -99,9 +114,8 @@ def critical_sample_size(
     tried: dict[int, tuple] = {}
     sizes = np.unique(np.geomspace(m_low, m_high, candidates).round().astype(int))
     for round_ in range(rounds):
-        results = _train_sizes(
-            target, jax.random.fold_in(key, round_ + 1), learner, supports, sizes, m_high, n_validation, training
-        )
+        round_key = jax.random.fold_in(key, round_ + 1)
+        results = _train_sizes(target, round_key, learner, supports, sizes, m_high, n_validation, training)
         tried |= results
         m = np.array(sorted(tried))
         success = np.array([tried[size][0] for size in m])
@@ -118,19 +132,37 @@ def critical_sample_size(
         if not len(sizes):
             break
     m = np.array(sorted(tried))
-    success, accuracy, mass = (np.array([tried[size][i] for size in m]) for i in range(3))
+    success, accuracy, mass, converged, steps_run = (np.array([tried[size][i] for size in m]) for i in (0, 1, 2, 4, 5))
     steps = tried[int(m[0])][3]
     rng = np.random.default_rng(int(jax.random.randint(key, (), 0, 2**31 - 1)))
     draws = [_critical(m, success[:, rng.integers(0, seeds, seeds)]) for _ in range(bootstrap)]
     # inverted_cdf picks drawn values: no interpolation between a finite m* and an infinite one.
     interval = tuple(float(q) for q in np.quantile(draws, [0.025, 0.975], method="inverted_cdf"))
-    return CriticalSize(target.T, learner, m, success, accuracy, mass, steps, _critical(m, success), interval)
+    return CriticalSize(
+        target.T, learner, budget, m, success, accuracy, mass, steps, _critical(m, success), interval, converged,
+        steps_run,
+    )  # fmt: skip
+
+
+def _budget(learner, budget, max_steps, training) -> tuple[str, dict]:
+    """The budget's label, and `train`'s arguments for it."""
+    if "steps" in training or "until_converged" in training:
+        raise InvalidInput("give the training budget as budget= (steps, or 'converged'), not steps=")
+    if learner == "l1":
+        return "converged", training
+    if budget == "converged":
+        steps = check_count("max_steps", max_steps, 1)
+        return "converged", training | {"steps": steps, "until_converged": True}
+    if isinstance(budget, str) or not isinstance(budget, (int, np.integer)) or budget < 1:
+        raise InvalidInput(f"budget must be a number of steps >= 1 or 'converged', got {budget!r}")
+    return str(int(budget)), training | {"steps": int(budget)}
 
 
 def _train_sizes(target, key, learner, supports, sizes, m_high, n_validation, training) -> dict[int, tuple]:
-    """Train seeds x sizes models at once; {m: (success, validation accuracy, attention mass log, steps)}."""
+    """Train seeds x sizes models at once, in groups of a size fixed by (m_high, T, seeds) so that every round
+    runs the same compiled program; {m: (success, validation accuracy, mass log, steps, converged, steps run)}."""
     models = [(i, int(m)) for m in sizes for i in range(len(supports))]
-    x = np.zeros((len(models), m_high, target.T))
+    x = np.zeros((len(models), m_high, target.T), bool)  # bits as booleans: `train` makes floats per group
     y, mask = np.zeros((len(models), m_high)), np.zeros((len(models), m_high))
     x_val, y_val = [], []
     for j, (i, m) in enumerate(models):
@@ -139,15 +171,19 @@ def _train_sizes(target, key, learner, supports, sizes, m_high, n_validation, tr
         bits, labels, _ = training_set(target, support, table, data_key, m)
         x[j, :m], y[j, :m], mask[j, :m] = np.asarray(bits), np.asarray(labels), 1.0
         fresh = sample_bits(target, validation_key, n_validation)
-        x_val.append(np.asarray(fresh, float))
+        x_val.append(np.asarray(fresh, bool))
         y_val.append(np.asarray(evaluate_target(fresh, support, table), float))
     support = jnp.stack([supports[i][0] for i, _ in models])
+    group = max(1, min(len(supports), _GROUP_ELEMENTS // (m_high * target.T)))
     run = train(
-        learner, jax.random.fold_in(key, 2**31), x, y, mask, support, np.stack(x_val), np.stack(y_val), **training
-    )
+        learner, jax.random.fold_in(key, 2**31), x, y, mask, support, np.stack(x_val), np.stack(y_val),
+        **({} if learner == "l1" else {"group": group}), **training,
+    )  # fmt: skip
     out = {}
     for k, m in enumerate(sizes):
         rows = slice(k * len(supports), (k + 1) * len(supports))
         accuracy = run.validation_accuracy[rows]
-        out[int(m)] = (accuracy >= SUCCESS_ACCURACY, accuracy, run.mass[rows], run.steps)
+        out[int(m)] = (
+            accuracy >= SUCCESS_ACCURACY, accuracy, run.mass[rows], run.steps, run.converged[rows], run.steps_run[rows]
+        )  # fmt: skip
     return out

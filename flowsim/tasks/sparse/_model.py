@@ -7,6 +7,10 @@ attention is computed, and since e_l is affine in the bit x_l the scores are (b_
 with u = W_K^T q / sqrt(width): the positional part is shared by every sample, so a sample costs O(T) for
 its scores and O(T width) for its attended value, not O(T^2).
 
+The paper's learner (`OneLayerTransformer`): a one-layer Transformer (16 heads, width 64, pre-layer-norm) read out
+from a [CLS] token, computed the same way: only its [CLS] row, from the 2T keys and values of the (bit, position)
+tokens shared by every sample.
+
 The contrast (`BitsMLP`): an MLP on the flattened bits.
 """
 
@@ -14,9 +18,15 @@ import math
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-__all__ = ["AttentionHead", "BitsMLP"]
+from flowsim._checks import InvalidInput
+
+__all__ = ["INIT_SCALE", "AttentionHead", "BitsMLP", "OneLayerTransformer"]
+
+#: The standard deviation of the Transformer's initial weights and embeddings (BERT's, and SPEC's protocol).
+INIT_SCALE = 0.02
 
 
 class AttentionHead(eqx.Module):
@@ -74,3 +84,99 @@ class BitsMLP(eqx.Module):
 
     def __call__(self, x: Float[Array, " T"]) -> Float[Array, ""]:
         return self.mlp(2.0 * x - 1.0)
+
+
+class OneLayerTransformer(eqx.Module):
+    """The paper's learner: a one-layer pre-layer-norm Transformer read out from a learned [CLS] token.
+
+    Tokens: [CLS] (a learned embedding c) and e_l = b[x_l] + P_l for the T bits (a bit embedding plus a
+    learned positional embedding). One layer: z = c + W_O MultiHeadAttention(LN_1 of the [CLS] row against
+    LN_1 of all T + 1 tokens), then z + MLP(LN_2(z)) (GELU), a final layer norm and a linear read-out to one
+    logit. Only the [CLS] output is read, so only the [CLS] row of the attention is computed: a token's key
+    and value depend only on its bit and its position, so the 2T keys and values (`token_keys_values`) are
+    shared by every sample, and a sample costs O(T heads) for its scores and O(T width) for its attended
+    values. Weights and embeddings start from N(0, 0.02^2), biases at 0, layer norms at the identity.
+
+    **Arguments:** `T` (input length), `width` (model width, 64), `heads` (16; must divide `width`),
+    `hidden` (the MLP's width, 64), `key` (a JAX PRNG key).
+    """
+
+    bits: Float[Array, "2 width"]
+    positions: Float[Array, "T width"]
+    cls: Float[Array, " width"]
+    norm_attention: eqx.nn.LayerNorm
+    w_query: eqx.nn.Linear
+    w_key: eqx.nn.Linear
+    w_value: eqx.nn.Linear
+    w_output: eqx.nn.Linear
+    norm_mlp: eqx.nn.LayerNorm
+    mlp_in: eqx.nn.Linear
+    mlp_out: eqx.nn.Linear
+    norm_final: eqx.nn.LayerNorm
+    readout: eqx.nn.Linear
+    heads: int = eqx.field(static=True)
+
+    def __init__(self, T: int, width: int = 64, heads: int = 16, hidden: int = 64, *, key: PRNGKeyArray):
+        if width % heads:
+            raise InvalidInput(f"OneLayerTransformer: heads = {heads} must divide width = {width}")
+        keys = iter(jax.random.split(key, 10))
+
+        def normal(shape, key=None):
+            return INIT_SCALE * jax.random.normal(next(keys) if key is None else key, shape)
+
+        def linear(n_in, n_out):
+            key = next(keys)
+            layer = eqx.nn.Linear(n_in, n_out, key=key)
+            return eqx.tree_at(lambda m: (m.weight, m.bias), layer, (normal((n_out, n_in), key), jnp.zeros(n_out)))
+
+        self.bits, self.positions, self.cls = normal((2, width)), normal((T, width)), normal((width,))
+        self.w_query, self.w_key, self.w_value, self.w_output = (linear(width, width) for _ in range(4))
+        self.mlp_in, self.mlp_out, self.readout = linear(width, hidden), linear(hidden, width), linear(width, 1)
+        self.norm_attention, self.norm_mlp, self.norm_final = (eqx.nn.LayerNorm(width) for _ in range(3))
+        self.heads = heads
+
+    def _split(self, v: Float[Array, "... width"]) -> Float[Array, "... heads head_width"]:
+        return v.reshape(*v.shape[:-1], self.heads, -1)
+
+    def token_keys_values(self):
+        """The keys and values of every (bit, position) token, and of [CLS], split into heads.
+
+        **Returns:** (keys, values) of shape (2, T, heads, head_width) (index 0: bit 0, 1: bit 1), and
+        (cls_key, cls_value, cls_query) of shape (heads, head_width).
+        """
+        tokens = jax.vmap(jax.vmap(self.norm_attention))(self.bits[:, None, :] + self.positions[None])
+        cls = self.norm_attention(self.cls)
+        project = jax.vmap(jax.vmap(lambda layer, t: layer(t), (None, 0)), (None, 0))
+        keys, values = self._split(project(self.w_key, tokens)), self._split(project(self.w_value, tokens))
+        return (keys, values), (
+            self._split(self.w_key(cls)),
+            self._split(self.w_value(cls)),
+            self._split(self.w_query(cls)),
+        )
+
+    def scores(self, x: Float[Array, " T"]):
+        """The [CLS] query's scores of [CLS] itself, (heads,), and of the T tokens, (heads, T)."""
+        (keys, _), (cls_key, _, query) = self.token_keys_values()
+        return self._scores(x, keys, cls_key, query)
+
+    def _scores(self, x, keys, cls_key, query):
+        scale = 1.0 / math.sqrt(query.shape[-1])
+        on_tokens = jnp.einsum("bthd,hd->bht", keys, query) * scale  # (2, heads, T): shared by every sample
+        return jnp.sum(cls_key * query, -1) * scale, on_tokens[0] + x * (on_tokens[1] - on_tokens[0])
+
+    def attention(self, x: Float[Array, " T"]) -> Float[Array, "heads T"]:
+        """The [CLS] row of each head's attention over the T bit tokens (its weight on [CLS] left out)."""
+        on_cls, on_tokens = self.scores(x)
+        return jax.nn.softmax(jnp.concatenate([on_cls[:, None], on_tokens], axis=1), axis=1)[:, 1:]
+
+    def __call__(self, x: Float[Array, " T"]) -> Float[Array, ""]:
+        """The logit of P(y = 1) for one input of T bits."""
+        (keys, values), (cls_key, cls_value, query) = self.token_keys_values()
+        on_cls, on_tokens = self._scores(x, keys, cls_key, query)
+        weights = jax.nn.softmax(jnp.concatenate([on_cls[:, None], on_tokens], axis=1), axis=1)
+        a = weights[:, 1:]  # (heads, T)
+        attended = weights[:, :1] * cls_value + jnp.einsum("ht,thd->hd", a, values[0])
+        attended = attended + jnp.einsum("ht,thd->hd", a * x, values[1] - values[0])
+        z = self.cls + self.w_output(attended.reshape(-1))
+        z = z + self.mlp_out(jax.nn.gelu(self.mlp_in(self.norm_mlp(z))))
+        return self.readout(self.norm_final(z))[0]

@@ -1,11 +1,14 @@
-"""The scaling law: the critical sample size m*(T) over a range of T, against the limits and three fits.
+"""The scaling law: the critical sample size m*(T) of each learner and training budget over a range of T,
+against the limits, with three laws fitted and compared.
 
-For each T: m*(T) of the attention head (and of the MLP on the bits, for contrast) with bootstrap
-intervals, the information limit log2 C(T, s) and the median ERM identifiability m_50%. Then m* is fitted
-against ln T, T and a power of T, each with its R^2 and residuals, reported side by side: over a decade
-of T the three are hard to tell apart, over two decades or more they are not.
+For each learner, budget and T: m*(T) with its bootstrap interval (`critical_sample_size`), the information
+limit log2 C(T, s) and the median ERM identifiability m_50%. Each (learner, budget) curve is fitted by
+weighted least squares (weights from each m*'s interval and the search's resolution) against a constant,
+a + b ln T, a + b T and a T^b, each with 95 % parameter intervals, chi^2 and AIC; the verdict names the law
+of least AIC, or the laws within 2 of it when the data do not tell them apart.
 """
 
+import math
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -13,85 +16,173 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import numpy as np
+import scipy.optimize
+import scipy.stats
 
 from flowsim._checks import as_key, at_least, check_count
-from flowsim.tasks.sparse._critical import critical_sample_size, success_rates
+from flowsim.tasks.sparse._critical import critical_sample_size
 from flowsim.tasks.sparse._data import SparseTarget
 from flowsim.tasks.sparse._limits import erm_identifiability, information_limit
 from flowsim.tasks.sparse._train import LEARNERS
 
 __all__ = [
+    "BUDGETS",
     "DEFAULT_TS",
+    "LAWS",
     "MLP_SPAN",
     "MLP_TS",
     "PAPER_POINTS",
+    "TRANSFORMER_TS",
     "Fit",
     "Sweep",
+    "critical_sigma",
     "fit_scaling",
+    "paper_table",
+    "selection_table",
     "sweep",
     "sweep_figure",
     "sweep_table",
+    "verdict",
 ]
 
-#: The default input lengths of the head: 16 to 2048, two decades and more.
-DEFAULT_TS = (16, 32, 64, 128, 256, 512, 1024, 2048)
+#: The default input lengths of the head and the control: 16 to 4096, two and a half decades.
+DEFAULT_TS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+#: The default training budgets: 1000 steps (the earlier sweep's), and until the training loss converges (capped).
+BUDGETS = (1000, "converged")
 #: The MLP's default input lengths and search span: it needs samples growing like T (measured 72 to 543 over
 #: T = 16 ... 128), beyond the head's span of 8 log2 C(T, s); at T = 2048 its padded training sets would
 #: not fit in memory.
 MLP_TS = (16, 32, 64, 128)
 MLP_SPAN = 64.0
-#: Edelman et al.'s critical sample sizes for the 3-AND, read off their figure by eye (T, m*): about 50 at
-#: T = 100 and about 111 at T = 1000 (a one-layer Transformer; their protocol, not this head's).
-PAPER_POINTS = ((100, 50.0), (1000, 111.0))
+#: The Transformer's default input lengths: a width-64, 16-head layer costs about ten heads' work per sample,
+#: so on 2 CPU cores it is swept over one decade, including the paper's T = 100 and 200 (docs/science.md).
+TRANSFORMER_TS = (16, 32, 64, 100, 200)
+#: Edelman et al.'s critical sample sizes for the 3-AND read off their figure (a one-layer Transformer, their
+#: protocol): rows (T, m*, bar low, bar high); at T = 100 the bar is hidden by the marker (NaN).
+PAPER_POINTS = np.array(
+    [
+        (100, 50.0, np.nan, np.nan), (150, 52.8, 48, 57), (200, 57.7, 53, 62), (250, 56.0, 51, 61),
+        (300, 69.2, 62, 77), (350, 61.0, 54, 68), (400, 79.5, 75, 84), (450, 82.4, 77, 88), (500, 80.4, 72, 89),
+        (550, 85.2, 78, 93), (600, 94.1, 84, 104), (650, 96.7, 82, 112), (700, 88.9, 79, 99),
+        (750, 101.4, 91, 112), (800, 99.7, 87, 112), (900, 108.4, 105, 112), (1000, 111.0, 106, 116),
+        (1100, 113.4, 108, 119),
+    ]
+)  # fmt: skip
+#: The laws compared: name -> (formula, number of parameters).
+LAWS = {"constant": ("a", 1), "log": ("a + b ln T", 2), "linear": ("a + b T", 2), "power": ("a T^b", 2)}
 
 
 class Fit(NamedTuple):
-    """A fit of m* against T: its law, parameters (a, b), R^2 on the m* scale and residuals m* - fitted."""
+    """A weighted least-squares fit of m* against T.
+
+    **Fields:** `law` (its formula); `a`, `b` (parameters; b = 0 for the constant) and their 95 % intervals
+    `a_interval`, `b_interval` (from the covariance, inflated by sqrt(chi^2 / dof) when that exceeds 1);
+    `r2` (1 - SS_res / SS_tot on m*, unweighted); `residuals` (m* - fitted); `chi2` (sum of squared
+    residuals over sigma^2); `aic` (chi^2 + 2k with the sigmas known, or n ln(SS_res / n) + 2(k + 1) with
+    unit weights); `p_value` (of chi^2 on n - k degrees of freedom; NaN with unit weights).
+    """
 
     law: str
     a: float
     b: float
+    a_interval: tuple[float, float]
+    b_interval: tuple[float, float]
     r2: float
     residuals: np.ndarray
+    chi2: float
+    aic: float
+    p_value: float
 
     def __call__(self, T):
         T = np.asarray(T, float)
-        if self.law == "a + b ln T":
-            return self.a + self.b * np.log(T)
-        if self.law == "a + b T":
-            return self.a + self.b * T
-        return self.a * T**self.b
+        return _law(self.law)(T, self.a, self.b)
 
 
-def fit_scaling(T, m) -> dict[str, Fit]:
-    """Least-squares fits of m* against ln T, T and a power of T (the last on log-log axes).
+def _law(formula):
+    return {
+        "a": lambda T, a, b: a + 0.0 * T,
+        "a + b ln T": lambda T, a, b: a + b * np.log(T),
+        "a + b T": lambda T, a, b: a + b * T,
+        "a T^b": lambda T, a, b: a * T**b,
+    }[formula]
 
-    **Returns:** {"log": ..., "linear": ..., "power": ...}, each a `Fit` with R^2 = 1 - SS_res / SS_tot on m*.
+
+def fit_scaling(T, m, sigma=None) -> dict[str, Fit]:
+    """Fits of m* against T by the laws of `LAWS`, weighted by the noise of each m*.
+
+    **Arguments:** `T`, `m` (m* at each T, finite); `sigma` (the standard error of each m*, e.g. from
+    `critical_sigma`; default: unit weights, ordinary least squares).
+
+    **Returns:** {"constant": ..., "log": ..., "linear": ..., "power": ...}, each a `Fit`.
     """
     T, m = np.asarray(T, float), np.asarray(m, float)
     if len(T) < 3 or not np.isfinite(m).all():
         raise ValueError(f"fitting needs at least 3 finite values of m*, got {m.tolist()}")
-
-    def r2(fitted):
-        return 1.0 - np.sum((m - fitted) ** 2) / np.sum((m - m.mean()) ** 2)
-
+    known = sigma is not None
+    sigma = np.ones_like(m) if sigma is None else np.asarray(sigma, float)
+    if sigma.shape != m.shape or not (sigma > 0).all():
+        raise ValueError(f"sigma must hold one positive number per m*, got {sigma.tolist()}")
     fits = {}
-    for name, law, x in (("log", "a + b ln T", np.log(T)), ("linear", "a + b T", T)):
-        b, a = np.polyfit(x, m, 1)
-        fits[name] = Fit(law, float(a), float(b), float(r2(a + b * x)), m - (a + b * x))
-    b, log_a = np.polyfit(np.log(T), np.log(m), 1)
-    fitted = np.exp(log_a) * T**b
-    fits["power"] = Fit("a T^b", float(np.exp(log_a)), float(b), float(r2(fitted)), m - fitted)
+    for name, (formula, k) in LAWS.items():
+        law = _law(formula)
+        if name == "power":
+            slope, log_a = np.polyfit(np.log(T), np.log(m), 1, w=m / sigma)  # the start: a log-log fit
+            start = (float(np.exp(log_a)), float(slope))
+        else:
+            start = (float(np.mean(m)), 0.0)
+        if k == 1:
+            weights = sigma**-2
+            a = float(np.sum(weights * m) / np.sum(weights))
+            params, covariance = np.array([a, 0.0]), np.diag([1.0 / np.sum(weights), 0.0])
+        else:
+            params, covariance = scipy.optimize.curve_fit(law, T, m, p0=start, sigma=sigma, absolute_sigma=True)
+        fitted = law(T, *params)
+        residuals = m - fitted
+        chi2 = float(np.sum((residuals / sigma) ** 2))
+        dof = len(m) - k
+        if known:
+            aic, p_value = chi2 + 2 * k, float(scipy.stats.chi2.sf(chi2, dof)) if dof else math.nan
+            inflation = max(1.0, chi2 / dof) if dof else 1.0
+        else:
+            rss = float(np.sum(residuals**2))
+            aic, p_value = len(m) * math.log(max(rss, 1e-300) / len(m)) + 2 * (k + 1), math.nan
+            inflation = rss / dof if dof else 1.0
+        half = 1.96 * np.sqrt(np.diag(covariance) * inflation)
+        r2 = 1.0 - np.sum(residuals**2) / np.sum((m - m.mean()) ** 2)
+        fits[name] = Fit(
+            formula, float(params[0]), float(params[1]), (params[0] - half[0], params[0] + half[0]),
+            (params[1] - half[1], params[1] + half[1]), float(r2), residuals, chi2, float(aic), p_value,
+        )  # fmt: skip
     return fits
+
+
+def verdict(fits: dict[str, Fit]) -> str:
+    """The law of least AIC, or every law within 2 of it ("not told apart: ..."); with "(none fits: p = ...)"
+    when even the best law's chi^2 has p < 0.01 (the intervals are narrower than its misfit)."""
+    ranked = sorted(fits, key=lambda name: fits[name].aic)
+    close = [name for name in ranked if fits[name].aic - fits[ranked[0]].aic < 2.0]
+    said = ranked[0] if len(close) == 1 else "not told apart: " + ", ".join(close)
+    p = fits[ranked[0]].p_value
+    return said + (f" (none fits: p = {p:.1g})" if p < 0.01 else "")
+
+
+def critical_sigma(result) -> float:
+    """The standard error of one m*: the larger of its bootstrap interval's half-width / 1.96 and half the
+    search's resolution at m* (m* minus the largest size tried below it), at least one sample."""
+    below = result.m[result.m < result.critical]
+    resolution = result.critical - (below.max() if len(below) else 0.0)
+    halves = [result.critical - result.interval[0], result.interval[1] - result.critical]
+    half = max(h for h in halves if np.isfinite(h))
+    return float(max(half / 1.96, resolution / 2, 1.0))
 
 
 class Sweep(eqx.Module):
     """The result of `sweep`.
 
-    **Fields:** `Ts` (every T of the sweep, sorted); `s`; `results` ({learner: tuple of `CriticalSize`, one per
-    T it was swept at}); `erm` (median ERM identifiability per T of `Ts`); `information` (log2 C(T, s) per T);
-    `fits` ({learner: fits of its m*(T) over the T whose m* is finite, if there are at least 3}); `seconds`
-    (per learner).
+    **Fields:** `Ts` (every T of the sweep, sorted); `s`; `results` ({(learner, budget): tuple of
+    `CriticalSize`, one per T}); `erm` (median ERM identifiability per T of `Ts`); `information` (log2 C(T, s)
+    per T); `fits` ({(learner, budget): `fit_scaling` of its finite m*, weighted by `critical_sigma`, if there
+    are at least 3}); `seconds` (per learner, computing only: units restored by a resumed run cost ~0).
     """
 
     Ts: np.ndarray
@@ -103,28 +194,41 @@ class Sweep(eqx.Module):
     seconds: dict
 
 
+def _compute(unit, name, compute):
+    return compute() if unit is None else unit(name, compute)
+
+
 def sweep(
     key,
     Ts=DEFAULT_TS,
     *,
     s: int = 3,
-    learners: tuple[str, ...] = ("head",),
+    learners: tuple[str, ...] = ("l1", "head"),
+    budgets: tuple = BUDGETS,
     learner_Ts: dict | None = None,
     spans: dict | None = None,
+    options: dict | None = None,
     erm_trials: int = 200,
     log: Callable[[str], None] | None = None,
+    unit: Callable | None = None,
     **search,
 ) -> Sweep:
-    """m*(T) of each learner over the input lengths, with the limits and the fits.
+    """m*(T) of each learner and training budget over the input lengths, with the limits and the fits.
 
     **Arguments:**
 
     - `key`: a PRNG key or seed; `Ts`: the input lengths (each >= s + 1); `s`: the AND's support size.
-    - `learners`: of `LEARNERS`; `learner_Ts`: {learner: its own input lengths} for some (default: `Ts`).
-    - `spans`: {learner: the search's m_high / m_low} for some (default: `critical_sample_size`'s 8).
+    - `learners`: of `LEARNERS`; `budgets`: training budgets, each a number of steps or "converged" (the
+      control, a solver run to its tolerance, is measured once, as "converged").
+    - `learner_Ts`: {learner: its own input lengths} for some (default: `Ts`; the Transformer's:
+      `TRANSFORMER_TS`); `spans`: {learner: the search's m_high / m_low} for some (default 8).
+    - `options`: {learner: `train` options} for some (lr, width, l1_scale, ...; defaults `DEFAULTS`).
     - `erm_trials`: trials of the ERM identifiability at each T.
-    - `log`: called with a line per (learner, T) as it finishes.
-    - `search`: passed to `critical_sample_size` (seeds, candidates, rounds, steps, lr, ...).
+    - `log`: called with a line per (learner, budget, T) as it finishes.
+    - `unit`: a store of finished units, `unit(name, compute)` returning the stored result of `name` or
+      `compute()`'s (e.g. `RunRecord.unit`, which keeps them across an interrupted run); one unit per
+      (learner, budget, T), named "{learner}-{budget}-T{T}", and one per T for the ERM limit ("erm-T{T}").
+    - `search`: passed to `critical_sample_size` (seeds, candidates, rounds, max_steps, log_every, ...).
 
     **Returns:** a `Sweep`.
     """
@@ -133,109 +237,179 @@ def sweep(
     for learner in learners:
         if learner not in LEARNERS:
             raise ValueError(f"learners must hold names of {LEARNERS}, got {learner!r}")
-    learner_Ts, spans = learner_Ts or {}, spans or {}
+    for budget in budgets:
+        if budget != "converged" and not (isinstance(budget, (int, np.integer)) and budget >= 1):
+            raise ValueError(f"budgets must hold numbers of steps >= 1 or 'converged', got {budget!r}")
+    learner_Ts = {"transformer": TRANSFORMER_TS} | (learner_Ts or {})
+    spans, options = spans or {}, options or {}
     swept = {
         learner: [at_least(s + 1).check(f"Ts of {learner}", T) for T in learner_Ts.get(learner, Ts)]
         for learner in learners
     }
     every_T = np.array(sorted({T for Ts_ in swept.values() for T in Ts_}))
-    erm = np.array([np.median(erm_identifiability(SparseTarget(int(T), s), key, erm_trials)) for T in every_T])
+    erm = np.array(
+        [
+            np.median(_compute(unit, f"erm-T{T}", lambda T=T: _erm(SparseTarget(int(T), s), key, erm_trials))["trials"])
+            for T in every_T
+        ]
+    )
     results, seconds, fits = {}, {}, {}
     for learner in learners:
-        began, found = time.perf_counter(), []
-        options = search | ({"span": spans[learner]} if learner in spans else {})
-        for T in swept[learner]:
+        began = time.perf_counter()
+        setting = search | ({"span": spans[learner]} if learner in spans else {}) | options.get(learner, {})
+        curves: dict[str, list] = {}
+        for T in swept[learner]:  # every budget at a T before the next T: a partial run compares the budgets
             target = SparseTarget(int(T), s)
-            found.append(critical_sample_size(target, jax.random.fold_in(key, int(T)), learner=learner, **options))
-            if log is not None:
-                log(f"{learner}, T = {T}: m* = {found[-1].critical:g} {found[-1].interval}")
-        results[learner], seconds[learner] = tuple(found), time.perf_counter() - began
-        T_learner = np.array(swept[learner])
-        critical = np.array([result.critical for result in found])
-        finite = np.isfinite(critical)  # a T where no m up to m_high succeeded is left out of the fits
-        if finite.sum() >= 3:
-            fits[learner] = fit_scaling(T_learner[finite], critical[finite])
+            for budget in ("converged",) if learner == "l1" else budgets:
+
+                def compute(target=target, learner=learner, budget=budget, setting=setting):
+                    subkey = jax.random.fold_in(key, target.T)
+                    return critical_sample_size(target, subkey, learner=learner, budget=budget, **setting)
+
+                found = _compute(unit, f"{learner}-{budget}-T{T}", compute)
+                curves.setdefault(found.budget, []).append(found)
+                if log is not None:
+                    log(
+                        f"{learner}, budget {budget}, T = {T}: m* = {found.critical:g} {found.interval}, "
+                        f"{np.mean(found.converged):.0%} of runs converged"
+                    )
+        for budget, found in curves.items():
+            results[learner, budget] = tuple(found)
+            T_curve = np.array(swept[learner])
+            critical = np.array([result.critical for result in found])
+            finite = np.isfinite(critical)  # a T where no m up to m_high succeeded is left out of the fits
+            if finite.sum() >= 3:
+                sigma = [critical_sigma(r) for r, ok in zip(found, finite, strict=True) if ok]
+                fits[learner, budget] = fit_scaling(T_curve[finite], critical[finite], sigma)
+        seconds[learner] = time.perf_counter() - began
     information = np.array([information_limit(int(T), s) for T in every_T])
     return Sweep(every_T, s, results, erm, information, fits, seconds)
 
 
+def _erm(target, key, trials) -> dict:
+    """The ERM limit as a unit: {"trials": the m of each trial}."""
+    return {"trials": erm_identifiability(target, key, trials)}
+
+
 def sweep_table(result: Sweep) -> dict[str, np.ndarray]:
-    """One row per learner and T it was swept at: m*, its interval, the ERM median and the information limit."""
-    rows = [(learner, r) for learner, found in result.results.items() for r in found]
+    """One row per learner, budget and T: m*, its interval, the share of runs that converged (and the most
+    steps a run took), the ERM median and the information limit."""
+    rows = [(curve, r) for curve, found in result.results.items() for r in found]
     at = {int(T): i for i, T in enumerate(result.Ts)}
     return {
-        "learner": np.array([learner for learner, _ in rows]),
+        "learner": np.array([learner for (learner, _), _ in rows]),
+        "budget": np.array([budget for (_, budget), _ in rows]),
         "T": np.array([r.T for _, r in rows]),
         "critical_m": np.array([r.critical for _, r in rows]),
         "interval_low": np.array([r.interval[0] for _, r in rows]),
         "interval_high": np.array([r.interval[1] for _, r in rows]),
+        "converged_share": np.array([float(np.mean(r.converged)) for _, r in rows]),
+        "max_steps_run": np.array([int(np.max(r.steps_run)) for _, r in rows]),
         "erm_median": np.array([result.erm[at[r.T]] for _, r in rows]),
         "information_limit": np.array([result.information[at[r.T]] for _, r in rows]),
     }
 
 
+def selection_table(result: Sweep) -> dict[str, np.ndarray]:
+    """One row per (learner, budget) and law: parameters with 95 % intervals, chi^2, AIC, AIC minus the
+    curve's least, the p-value, and the curve's verdict (`verdict`)."""
+    rows = []
+    for (learner, budget), fits in result.fits.items():
+        best = min(fit.aic for fit in fits.values())
+        said = verdict(fits)
+        for name, fit in fits.items():
+            rows.append((learner, budget, name, fit, fit.aic - best, said))
+    columns = {
+        "learner": [r[0] for r in rows],
+        "budget": [r[1] for r in rows],
+        "law": [r[3].law for r in rows],
+        "a": [r[3].a for r in rows],
+        "a_low": [r[3].a_interval[0] for r in rows],
+        "a_high": [r[3].a_interval[1] for r in rows],
+        "b": [r[3].b for r in rows],
+        "b_low": [r[3].b_interval[0] for r in rows],
+        "b_high": [r[3].b_interval[1] for r in rows],
+        "chi2": [r[3].chi2 for r in rows],
+        "aic": [r[3].aic for r in rows],
+        "delta_aic": [r[4] for r in rows],
+        "p_value": [r[3].p_value for r in rows],
+        "r2": [r[3].r2 for r in rows],
+        "verdict": [r[5] for r in rows],
+    }
+    return {name: np.array(values) for name, values in columns.items()}
+
+
+def paper_table(result: Sweep) -> dict[str, np.ndarray]:
+    """Edelman et al.'s 18 read-off points beside the Transformer's m* of each budget at the same T (NaN
+    where the sweep did not measure that T)."""
+    table = {
+        "T": PAPER_POINTS[:, 0].astype(int),
+        "paper_m": PAPER_POINTS[:, 1],
+        "paper_low": PAPER_POINTS[:, 2],
+        "paper_high": PAPER_POINTS[:, 3],
+    }
+    for (learner, budget), found in result.results.items():
+        if learner != "transformer":
+            continue
+        at = {r.T: r for r in found}
+        rows = [(at[int(T)].critical, *at[int(T)].interval) if int(T) in at else (np.nan,) * 3 for T in table["T"]]
+        for column, values in zip(("", "_low", "_high"), np.array(rows).T, strict=True):
+            table[f"transformer_{budget}{column}"] = values
+    return table
+
+
 def sweep_figure(result: Sweep):
-    """Three panels: m*(T) with intervals, the limits, the fits and the paper's points; the head's success
-    rate at each (T, m) tried; its attention mass on the support over training at the largest m tried, per T.
+    """Three panels: m*(T) of every learner and budget with intervals, its law of least AIC, the limits and the
+    paper's points; the Transformer's m* beside the paper's 18 points with their bars, on the paper's range;
+    the share of runs whose training converged, per learner, budget and T.
 
     **Returns:** a matplotlib Figure.
     """
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(18, 5.2), layout="constrained")
+    fig, axes = plt.subplots(1, 3, figsize=(19, 5.6), layout="constrained")
     ax = axes[0]
-    for learner, found in result.results.items():
+    paper_T, paper_m = PAPER_POINTS[:, 0], PAPER_POINTS[:, 1]
+    paper_bars = np.nan_to_num(np.abs(PAPER_POINTS[:, 2:].T - paper_m))
+    markers = {"converged": "o", "1000": "s", "4000": "D", "16000": "^"}
+    lines = {}
+    for (learner, budget), found in result.results.items():
         Ts = np.array([r.T for r in found])
-        grid = np.geomspace(Ts.min(), Ts.max(), 200)  # each learner's fits over its own range of T
         critical = np.array([r.critical for r in found])
         finite = np.isfinite(critical)
         with np.errstate(invalid="ignore"):  # inf - inf where m* was not reached
             spread = np.array([[c - r.interval[0], r.interval[1] - c] for c, r in zip(critical, found, strict=True)]).T
         spread = np.where(np.isfinite(spread), spread, 0.0)[:, finite]
-        line = ax.errorbar(
-            Ts[finite],
-            critical[finite],
-            yerr=spread,
-            marker="o",
-            capsize=3,
-            label=f"{learner}: m* (95 % bootstrap)",
-        )
+        for panel in (axes[0], axes[1]) if learner == "transformer" else (axes[0],):
+            line = panel.errorbar(
+                Ts[finite], critical[finite], yerr=spread, marker=markers.get(budget, "v"), capsize=3,
+                color=lines.get(learner), ls="-" if budget == "converged" else ":",
+                label=f"{learner}, {budget if budget == 'converged' else budget + ' steps'}: m*",
+            )  # fmt: skip
+            lines.setdefault(learner, line[0].get_color())
         for r in (r for r, ok in zip(found, finite, strict=True) if not ok):  # not learned up to the largest m tried
-            ax.annotate(
-                "", (r.T, r.m[-1] * 1.3), (r.T, r.m[-1]), arrowprops={"arrowstyle": "->", "color": line[0].get_color()}
-            )
-        if not finite.all():
-            ax.plot([], [], marker=r"$\uparrow$", ls="", ms=10, color=line[0].get_color(),
-                    label=f"{learner}: not learned up to the largest m tried (arrow's base)")  # fmt: skip
-        for fit, style in zip(result.fits.get(learner, {}).values(), ("--", "-.", ":"), strict=False):
-            ax.plot(
-                grid,
-                fit(grid),
-                style,
-                color=line[0].get_color(),
-                lw=1,
-                label=f"{learner}: {fit.law}, R² = {fit.r2:.3f}",
-            )
+            arrow = {"arrowstyle": "->", "color": lines[learner]}
+            ax.annotate("", (r.T, r.m[-1] * 1.3), (r.T, r.m[-1]), arrowprops=arrow)
+        fits = result.fits.get((learner, budget))
+        if fits:
+            best = min(fits.values(), key=lambda fit: fit.aic)
+            grid = np.geomspace(Ts[finite].min(), Ts[finite].max(), 200)
+            ax.plot(grid, best(grid), "--", color=lines[learner], lw=1,
+                    label=f"{learner}, {budget}: least AIC, {best.law}, b = {best.b:.3g}")  # fmt: skip
+        axes[2].plot(Ts, [np.mean(r.converged) for r in found], marker=markers.get(budget, "v"), color=lines[learner],
+                     ls="-" if budget == "converged" else ":", label=f"{learner}, {budget}")  # fmt: skip
     ax.plot(result.Ts, result.erm, "k^-", label="ERM identifiability (median)")
     ax.plot(result.Ts, result.information, "k:", label="information limit log2 C(T, s)")
-    ax.plot(*zip(*PAPER_POINTS, strict=True), "s", color="tab:brown", label="Edelman et al., read off their figure")
+    ax.errorbar(paper_T, paper_m, yerr=paper_bars, fmt="s", ms=4, color="tab:brown", label="Edelman et al.'s figure")
     ax.set(xscale="log", yscale="log", xlabel="input length T", ylabel="samples m")
-    ax.set_title(f"Critical sample size, {result.s}-AND")
-    ax.legend(fontsize=7)
-    if "head" in result.results:
-        found = result.results["head"]
-        T = np.concatenate([np.full(len(r.m), r.T) for r in found])
-        m = np.concatenate([r.m for r in found])
-        rates = np.concatenate([success_rates(r.success) for r in found])
-        image = axes[1].scatter(T, m, c=rates, cmap="viridis", vmin=0, vmax=1, marker="s", s=40, edgecolors="none")
-        axes[1].plot([r.T for r in found], [r.critical for r in found], "r_", ms=18, mew=2, label="m*")
-        axes[1].set(xscale="log", yscale="log", xlabel="input length T", ylabel="sample size m tried")
-        axes[1].set_title("head: success rate of each size tried")
-        axes[1].legend(fontsize=8, loc="upper left")
-        fig.colorbar(image, ax=axes[1], label="share of seeds with validation accuracy >= 0.99")
-        for r in found:
-            axes[2].plot(r.steps, np.nanmedian(r.mass[-1], axis=0), label=f"T = {r.T}, m = {int(r.m[-1])}")
-        axes[2].set(xlabel="Adam step", ylabel="attention mass on the support (median over seeds)", ylim=(0, 1))
-        axes[2].set_title("head: attention moving onto the support")
-        axes[2].legend(fontsize=7)
+    ax.set_title(f"Critical sample size m*, {result.s}-AND (95 % bootstrap intervals)")
+    ax.legend(fontsize=6.5)
+    axes[1].errorbar(paper_T, paper_m, yerr=paper_bars, fmt="s", color="tab:brown", capsize=2,
+                     label="Edelman et al., read off their figure (bars: theirs)")  # fmt: skip
+    axes[1].set(xscale="log", xlabel="input length T", ylabel="critical sample size m*")
+    axes[1].set_title("The paper's one-layer Transformer and this one")
+    axes[1].legend(fontsize=8)
+    axes[2].set(xscale="log", xlabel="input length T", ylabel="share of runs converged", ylim=(-0.05, 1.05))
+    axes[2].set_title("Training converged (loss <= threshold or stopped improving)")
+    axes[2].legend(fontsize=7)
     return fig

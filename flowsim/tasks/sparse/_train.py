@@ -1,9 +1,23 @@
-"""Training many learners at once: full-batch Adam (optax) on the logistic loss, vmapped over models.
+"""Training many learners at once: full-batch Adam or AdamW (optax) on the logistic loss, vmapped over models,
+for a fixed number of steps or until the training loss has converged; and the l1 control (scikit-learn).
 
 Every model of a call has its own initialisation, training set (padded to a common size with a mask, so
 that sample sizes m differ within one compiled program) and support; the loss, the attention mass on the
-support and the score gap between the support and the rest are logged inside the scan.
+support and the score gap between the support and the rest are logged inside the loop.
+
+The budget: `steps` Adam steps, or (`until_converged`) until the training loss is at most `loss_threshold`
+or has stopped improving (fallen by less than a relative `PLATEAU` over `patience` steps), with `steps`
+as the cap. Either way each model reports whether that criterion was met (`converged`) and how many
+steps it ran: a run stopped by its cap is reported as such, not silently counted as a statistical failure.
+
+The control (`"l1"`): l1-penalised logistic regression on the bits (scikit-learn's liblinear, run to its
+tolerance), with the penalty set by the stated rule lambda = `l1_scale` sqrt(ln T / m) on the mean loss:
+the rate of Ng (ICML 2004), chosen from the training set's size only, never from validation samples.
 """
+
+import math
+import warnings
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -12,25 +26,44 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, Int
 
-from flowsim._checks import as_key, check_choice, check_count, check_positive
-from flowsim.tasks.sparse._model import AttentionHead, BitsMLP
+from flowsim._checks import InvalidInput, as_key, check_choice, check_count, check_positive
+from flowsim.tasks.sparse._model import AttentionHead, BitsMLP, OneLayerTransformer
 
-__all__ = ["LEARNERS", "TrainingRun", "train"]
+__all__ = ["DEFAULTS", "LEARNERS", "LOSS_THRESHOLD", "PLATEAU", "L1Fit", "TrainingRun", "fit_l1", "train"]
 
 #: Training-set elements (samples x T) of the models trained side by side (vmapped) at a time.
 _GROUP_ELEMENTS = 2**18
 
-#: The learners: one attention head, or the MLP on the flattened bits.
-LEARNERS = ("head", "mlp")
+#: The learners: one attention head, the MLP on the flattened bits, the paper's one-layer Transformer, and the
+#: positive control (l1-penalised logistic regression on the bits).
+LEARNERS = ("head", "mlp", "transformer", "l1")
+
+#: Each learner's defaults: optimiser step size, weight decay (AdamW when > 0) and sizes. The Transformer's are
+#: the protocol of docs/science.md section 8 (AdamW, lr 1e-3, weight decay 1e-4; width 64, 16 heads, MLP 64).
+DEFAULTS = {
+    "head": {"lr": 1e-2, "weight_decay": 0.0, "width": 16, "hidden": 32},
+    "mlp": {"lr": 1e-2, "weight_decay": 0.0, "hidden": 32},
+    "transformer": {"lr": 1e-3, "weight_decay": 1e-4, "width": 64, "hidden": 64, "heads": 16},
+    "l1": {"l1_scale": 0.01},
+}
+#: Training has converged when its mean training loss is at most this ...
+LOSS_THRESHOLD = 1e-6
+#: ... or when it fell by less than this share of itself over the last `patience` steps.
+PLATEAU = 1e-3
+#: The l1 control's solver: liblinear's tolerance and iteration cap.
+_L1_TOLERANCE, _L1_MAX_ITER = 1e-6, 10_000
 
 
 class TrainingRun(eqx.Module):
     """What training logged, per model.
 
-    **Fields:** `steps` (logged steps, (logs,)); `loss` (training loss, (models, logs)); `mass` (the head's
-    mean attention mass on the support, (models, logs); NaN for the MLP); `gap` (mean over samples of the
-    smallest score on the support minus the largest off it, (models, logs); NaN for the MLP);
-    `train_accuracy`, `validation_accuracy` ((models,), at the end).
+    **Fields:** `steps` (logged steps, (logs,)); `loss` (training loss, (models, logs); NaN after a model
+    stopped); `mass` (the attention mass on the support, mean over samples, (models, logs); the Transformer's
+    in its best head; NaN for the MLP and the control); `gap` (mean over samples of the smallest score on the
+    support minus the largest off it, (models, logs); the Transformer's in the head of largest mass);
+    `train_accuracy`, `validation_accuracy` ((models,), at the end); `steps_run` ((models,): optimiser steps
+    run, the control's solver iterations); `converged` ((models,): the loss reached `loss_threshold` or
+    stopped improving; the control's solver met its tolerance).
     """
 
     steps: np.ndarray
@@ -39,10 +72,16 @@ class TrainingRun(eqx.Module):
     gap: np.ndarray
     train_accuracy: np.ndarray
     validation_accuracy: np.ndarray
+    steps_run: np.ndarray
+    converged: np.ndarray
 
 
-def _new(learner, T, width, hidden, key):
-    return AttentionHead(T, width, hidden, key=key) if learner == "head" else BitsMLP(T, hidden, key=key)
+def _new(learner, T, options, key):
+    if learner == "head":
+        return AttentionHead(T, options["width"], options["hidden"], key=key)
+    if learner == "transformer":
+        return OneLayerTransformer(T, options["width"], options["heads"], options["hidden"], key=key)
+    return BitsMLP(T, options["hidden"], key=key)
 
 
 def _accuracy(model, x, y, mask):
@@ -51,15 +90,23 @@ def _accuracy(model, x, y, mask):
 
 
 def _diagnostics(model, x, mask, support):
-    """Mean attention mass on the support and mean score gap (support's smallest - the rest's largest)."""
-    if not isinstance(model, AttentionHead):
+    """Mean attention mass on the support and mean score gap (support's smallest - the rest's largest); for the
+    Transformer, in its head of largest mean mass."""
+    if isinstance(model, BitsMLP):
         return jnp.nan, jnp.nan
     on = jnp.zeros(x.shape[-1], bool).at[support].set(True)
-    scores = model.scores(x)
-    mass = jnp.sum(jax.nn.softmax(scores, axis=-1) * on, axis=-1)
-    gap = jnp.min(jnp.where(on, scores, jnp.inf), axis=-1) - jnp.max(jnp.where(on, -jnp.inf, scores), axis=-1)
     weight = mask / jnp.sum(mask)
-    return jnp.sum(mass * weight), jnp.sum(gap * weight)
+    if isinstance(model, AttentionHead):
+        scores, attention = model.scores(x), model.attention(x)
+    else:  # (samples, heads, T); [CLS]'s own score is not a token's
+        scores, attention = jax.vmap(lambda x: model.scores(x)[1])(x), jax.vmap(model.attention)(x)
+    mass = jnp.sum(attention * on, axis=-1)
+    gap = jnp.min(jnp.where(on, scores, jnp.inf), axis=-1) - jnp.max(jnp.where(on, -jnp.inf, scores), axis=-1)
+    mass, gap = jnp.tensordot(weight, mass, 1), jnp.tensordot(weight, gap, 1)
+    if mass.ndim:  # the Transformer: its best head
+        best = jnp.argmax(mass)
+        return mass[best], gap[best]
+    return mass, gap
 
 
 def train(
@@ -73,44 +120,89 @@ def train(
     y_validation: Float[Array, "models n"],
     *,
     steps: int = 1000,
-    lr: float = 1e-2,
+    until_converged: bool = False,
+    loss_threshold: float = LOSS_THRESHOLD,
+    patience: int = 1000,
     log_every: int = 100,
-    width: int = 16,
-    hidden: int = 32,
+    group: int | None = None,
+    **options,
 ) -> TrainingRun:
-    """Train one model per row of the inputs by full-batch Adam on the logistic loss.
+    """Train one model per row of the inputs on the logistic loss (full batch).
 
     **Arguments:**
 
-    - `learner`: "head" or "mlp" (`LEARNERS`); `key`: a PRNG key or seed for the initialisations.
+    - `learner`: one of `LEARNERS`; `key`: a PRNG key or seed for the initialisations.
     - `x`, `y`, `mask`: each model's training set, padded to a common size (mask 0 on padding).
     - `support`: each model's support (logs the attention mass on it).
     - `x_validation`, `y_validation`: fresh samples for the validation accuracy.
-    - `steps`, `lr`, `log_every`: Adam's steps (a multiple of log_every) and step size.
-    - `width`, `hidden`: the embedding width and the read-out MLP's width.
+    - `steps`: optimiser steps (a multiple of `log_every`); with `until_converged`, the cap.
+    - `until_converged`: stop a model once its training loss is <= `loss_threshold` or fell by less than a
+      relative `PLATEAU` over `patience` steps (a multiple of `log_every`).
+    - `group`: models trained side by side (vmapped) in one compiled call, the calls one after another (the
+      last padded); default: as many as hold 2^18 training-set elements. Fixing it across calls of the same
+      shapes (as `critical_sample_size` does) compiles once for every round of a search.
+    - `options`: the learner's settings, defaults in `DEFAULTS[learner]`: `lr`, `weight_decay` (AdamW when
+      > 0, else Adam), `width`, `hidden`, `heads`; the control's `l1_scale` (lambda = l1_scale sqrt(ln T / m)).
 
     **Returns:** a `TrainingRun`.
     """
     check_choice("learner", learner, LEARNERS)
+    unknown = set(options) - set(DEFAULTS[learner])
+    if unknown:
+        raise InvalidInput(f"options of the {learner} learner are {sorted(DEFAULTS[learner])}, got {sorted(unknown)}")
+    options = DEFAULTS[learner] | options
+    if learner == "l1":
+        return _train_l1(x, y, mask, x_validation, y_validation, check_positive("l1_scale", options["l1_scale"]))
     steps, log_every = check_count("steps", steps, 1), check_count("log_every", log_every, 1)
-    if steps % log_every:
-        raise ValueError(f"log_every = {log_every} must divide steps = {steps}")
-    lr = check_positive("lr", lr)
-    config = (learner, x.shape[-1], width, hidden, steps // log_every, log_every)
-    keys = jax.random.split(as_key(key), x.shape[0])
-    arrays = [jnp.asarray(a, float) for a in (x, y, mask, x_validation, y_validation)]
-    outputs = _train(config, jnp.asarray(lr, float), keys, *arrays, jnp.asarray(support))
-    loss, mass, gap, train_accuracy, validation_accuracy = (np.asarray(o) for o in outputs)
-    return TrainingRun(np.arange(0, steps + 1, log_every), loss, mass, gap, train_accuracy, validation_accuracy)
+    patience = check_count("patience", patience, 1)
+    for name, value in (("steps", steps), ("patience", patience))[: 2 if until_converged else 1]:
+        if value % log_every:
+            raise InvalidInput(f"log_every = {log_every} must divide {name} = {value}")
+    lr, threshold = check_positive("lr", options["lr"]), check_positive("loss_threshold", loss_threshold)
+    if not options["weight_decay"] >= 0:
+        raise InvalidInput(f"weight_decay must be a number >= 0, got {options['weight_decay']}")
+    sizes = tuple(sorted((k, v) for k, v in options.items() if k not in ("lr", "weight_decay")))
+    # A fixed budget reports the same criterion, checked over the whole segments nearest to `patience` steps.
+    window = max(1, round(patience / log_every))
+    config = (learner, x.shape[-1], sizes, steps // log_every, log_every, window, until_converged)
+    models = x.shape[0]
+    # vmapping every model at once is memory-bound at large T, slower than one at a time: groups of
+    # _GROUP_ELEMENTS // (m T) models by default.
+    default = max(1, min(models, _GROUP_ELEMENTS // (x.shape[1] * x.shape[2])))
+    group = default if group is None else check_count("group", group, 1)
+    keys = jax.random.key_data(jax.random.split(as_key(key), models))
+    hyper = jnp.asarray([lr, options["weight_decay"], threshold], float)
+    # Bits may come as booleans (8 times less memory than floats: at T = 4096 a round's validation samples
+    # are gigabytes as float64); each group is made floats when it is trained.
+    inputs = [np.asarray(a) for a in (keys, x, y, mask, x_validation, y_validation, support)]
+    padded = -models % group  # the last group is filled with copies of the last model, dropped after
+    if padded:
+        inputs = [np.concatenate([a, np.repeat(a[-1:], padded, axis=0)]) for a in inputs]
+    kinds = (None, float, float, float, float, float, None)
+    outputs = [
+        _train(
+            config, hyper, *(jnp.asarray(a[start : start + group], kind) for a, kind in zip(inputs, kinds, strict=True))
+        )
+        for start in range(0, models + padded, group)
+    ]
+    loss, mass, gap, train_accuracy, validation_accuracy, segments, converged = (
+        np.concatenate([np.asarray(o[i]) for o in outputs])[:models] for i in range(7)
+    )
+    return TrainingRun(
+        np.arange(0, steps + 1, log_every), loss, mass, gap, train_accuracy, validation_accuracy,
+        segments * log_every, converged,
+    )  # fmt: skip
 
 
 @eqx.filter_jit
-def _train(config, lr, keys, x, y, mask, x_validation, y_validation, support):
-    learner, T, width, hidden, logs, log_every = config
-    optimiser = optax.adam(lr)
+def _train(config, hyper, keys, x, y, mask, x_validation, y_validation, support):
+    """One group of models, vmapped."""
+    learner, T, sizes, logs, log_every, patience, until_converged = config
+    lr, weight_decay, threshold = hyper
+    optimiser = optax.adamw(lr, weight_decay=weight_decay) if learner == "transformer" else optax.adam(lr)
 
     def one(key, x, y, mask, x_validation, y_validation, support):
-        params, static = eqx.partition(_new(learner, T, width, hidden, key), eqx.is_array)
+        params, static = eqx.partition(_new(learner, T, dict(sizes), key), eqx.is_array)
 
         def loss(params):
             logits = jax.vmap(eqx.combine(params, static))(x)
@@ -118,28 +210,89 @@ def _train(config, lr, keys, x, y, mask, x_validation, y_validation, support):
 
         def step(carry, _):
             params, state = carry
-            value, grads = jax.value_and_grad(loss)(params)
+            grads = jax.grad(loss)(params)
             updates, state = optimiser.update(grads, state, params)
-            return (optax.apply_updates(params, updates), state), value
+            return (optax.apply_updates(params, updates), state), None
 
         def record(params):
-            model = eqx.combine(params, static)
-            return (loss(params), *_diagnostics(model, x, mask, support))
+            return jnp.stack([loss(params), *_diagnostics(eqx.combine(params, static), x, mask, support)])
 
-        def segment(carry, _):
-            carry, _ = jax.lax.scan(step, carry, None, length=log_every)
-            return carry, record(carry[0])
+        def running(carry):
+            *_, segment, stop = carry
+            return (segment < logs) & ~(stop & until_converged)
 
-        carry = (params, optimiser.init(params))
-        first = record(params)
-        (params, _), logged = jax.lax.scan(segment, carry, None, length=logs)
-        logged = [jnp.concatenate([jnp.atleast_1d(f), l]) for f, l in zip(first, logged, strict=True)]
+        def segment(carry):
+            params, state, logged, segment, stop = carry
+            (params, state), _ = jax.lax.scan(step, (params, state), None, length=log_every)
+            logged = logged.at[segment + 1].set(record(params))
+            now, before = logged[segment + 1, 0], logged[jnp.maximum(segment + 1 - patience, 0), 0]
+            stalled = (segment + 1 >= patience) & (now > (1 - PLATEAU) * before)
+            return params, state, logged, segment + 1, stop | (now <= threshold) | stalled
+
+        logged = jnp.full((logs + 1, 3), jnp.nan).at[0].set(record(params))
+        carry = (params, optimiser.init(params), logged, jnp.asarray(0), jnp.asarray(False))
+        params, _, logged, segments, converged = jax.lax.while_loop(running, segment, carry)
         model = eqx.combine(params, static)
         ones = jnp.ones(y_validation.shape)
-        return (*logged, _accuracy(model, x, y, mask), _accuracy(model, x_validation, y_validation, ones))
+        accuracies = _accuracy(model, x, y, mask), _accuracy(model, x_validation, y_validation, ones)
+        return (*logged.T, *accuracies, segments, converged)
 
-    inputs = (keys, x, y, mask, x_validation, y_validation, support)
-    # Models in groups of _GROUP_ELEMENTS // (m T) at a time (vmapped within a group, one after the other
-    # across groups): vmapping every model at once is memory-bound at large T, slower than one at a time.
-    group = max(1, min(x.shape[0], _GROUP_ELEMENTS // (x.shape[1] * x.shape[2])))
-    return jax.lax.map(lambda a: one(*a), inputs, batch_size=group)
+    return jax.vmap(one)(jax.random.wrap_key_data(keys), x, y, mask, x_validation, y_validation, support)
+
+
+class L1Fit(NamedTuple):
+    """An l1-penalised logistic regression: `weights` (T,), `intercept`, the solver's `iterations`, whether it
+    met its tolerance (`converged`), and the penalty `lam` (on the mean loss)."""
+
+    weights: np.ndarray
+    intercept: float
+    iterations: int
+    converged: bool
+    lam: float
+
+    def logits(self, x) -> np.ndarray:
+        return np.asarray(x, float) @ self.weights + self.intercept
+
+
+def fit_l1(x, y, *, l1_scale: float = DEFAULTS["l1"]["l1_scale"]) -> L1Fit:
+    """The positive control: l1-penalised logistic regression of the labels on the bits, by scikit-learn's
+    liblinear solver to a tolerance of 1e-6, with the penalty lambda = l1_scale sqrt(ln T / m) on the mean
+    loss (scikit-learn's C = 1 / (lambda m)): the rate of Ng (ICML 2004), set by the training set's shape
+    only. A training set of one class gets the constant predictor of that class.
+
+    **Arguments:** `x` (m samples of T bits), `y` (their labels), `l1_scale`.
+
+    **Returns:** an `L1Fit`.
+    """
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    (m, T), l1_scale = x.shape, check_positive("l1_scale", l1_scale)
+    lam = l1_scale * math.sqrt(math.log(T) / m)
+    if len(np.unique(y)) < 2:
+        return L1Fit(np.zeros(T), 30.0 * (2 * y[0] - 1), 0, True, lam)
+    solver = LogisticRegression(C=1.0 / (lam * m), l1_ratio=1.0, solver="liblinear", tol=_L1_TOLERANCE,
+                                max_iter=_L1_MAX_ITER)  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        solver.fit(x, y)
+    converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    return L1Fit(solver.coef_[0], float(solver.intercept_[0]), int(np.max(solver.n_iter_)), converged, lam)
+
+
+def _train_l1(x, y, mask, x_validation, y_validation, l1_scale) -> TrainingRun:
+    """`fit_l1` on each model's training set; one log (its final training loss)."""
+    y, mask, models = np.asarray(y, float), np.asarray(mask) > 0, len(x)
+    loss, train_accuracy, validation_accuracy = np.empty((models, 1)), np.empty(models), np.empty(models)
+    iterations, converged = np.empty(models, int), np.empty(models, bool)
+    for i in range(models):
+        xi, yi = np.asarray(x[i], float)[mask[i]], y[i][mask[i]]
+        fit = fit_l1(xi, yi, l1_scale=l1_scale)
+        logits = fit.logits(xi)
+        loss[i, 0] = np.mean(np.logaddexp(0.0, logits) - yi * logits)
+        train_accuracy[i] = np.mean((logits > 0) == yi)
+        validation_accuracy[i] = np.mean((fit.logits(x_validation[i]) > 0) == np.asarray(y_validation[i]))
+        iterations[i], converged[i] = fit.iterations, fit.converged
+    nan = np.full((models, 1), np.nan)
+    return TrainingRun(np.array([0]), loss, nan, nan, train_accuracy, validation_accuracy, iterations, converged)

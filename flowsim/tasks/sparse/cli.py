@@ -1,36 +1,72 @@
 """The command line of sparse variable creation: the scaling-law sweep and the ERM limit."""
 
+import argparse
 import math
-
-import numpy as np
 
 from flowsim._checks import POSITIVE, at_least
 from flowsim.cli import _parts as parts
-from flowsim.cli._options import Command, comma_separated, option, output_options
+from flowsim.cli._options import Command, comma_separated, estimated, option, output_options, quick_option
 from flowsim.cli._tables import format_table
 from flowsim.tasks import sparse
+from flowsim.tasks.sparse import _estimates
 
 __all__ = ["COMMANDS", "DESCRIPTION"]
 
-DESCRIPTION = "sparse variable creation: learning an s-sparse AND with one attention head (Edelman et al., ICML 2022)"
+DESCRIPTION = (
+    "sparse variable creation: the samples an attention head, the paper's one-layer Transformer and an l1 control need "
+    "to learn an s-sparse AND of T bits (Edelman et al., ICML 2022)"
+)
+
+
+def _budgets(text: str) -> tuple:
+    """The type of --budgets: comma-separated numbers of steps (>= 1) or "converged"."""
+    parts_ = tuple(part.strip() for part in text.split(","))
+    if not all(part == "converged" or (part.isdigit() and int(part) >= 1) for part in parts_):
+        raise argparse.ArgumentTypeError(
+            f"must be comma-separated training budgets, each a number of steps >= 1 or 'converged', got {text!r}"
+        )
+    return tuple(part if part == "converged" else int(part) for part in parts_)
 
 
 def _sweep_options(parser) -> None:
     option(
         parser,
         "--Ts",
-        comma_separated(at_least(2)),
+        comma_separated(_estimates.LENGTH),
         ",".join(map(str, sparse.DEFAULT_TS)),
-        "input lengths T, comma-separated",
+        "input lengths T of the head and the control, comma-separated",
     )
     option(parser, "--s", int, 3, "support size of the AND", at_least(1))
     parser.add_argument(
-        "--learners", nargs="+", choices=sparse.LEARNERS, default=list(sparse.LEARNERS), help="learners swept"
+        "--learners",
+        nargs="+",
+        choices=sparse.LEARNERS,
+        default=["l1", "head"],
+        help="learners swept, in this order: one attention head, the MLP on the bits, the paper's one-layer "
+        "Transformer, the l1 logistic regression (the positive control, a learner known to need log T samples: "
+        "first by default, so that the protocol is shown able to see log T before a learner's law is read); "
+        "default: l1 head",
+    )
+    parser.add_argument(
+        "--budgets",
+        type=_budgets,
+        default=sparse.BUDGETS,
+        help="training budgets, comma-separated: numbers of optimiser steps, or 'converged' (until the training "
+        f"loss is <= {sparse.LOSS_THRESHOLD:g} or stops improving, capped at --max-steps); default: "
+        "1000,converged (the control is a solver run to its tolerance: measured once)",
+    )
+    option(parser, "--max-steps", int, 16_000, "the cap of a 'converged' budget, in optimiser steps", at_least(1))
+    option(
+        parser,
+        "--transformer-Ts",
+        comma_separated(_estimates.LENGTH),
+        ",".join(map(str, sparse.TRANSFORMER_TS)),
+        "the Transformer's input lengths (about ten heads' cost per sample)",
     )
     option(
         parser,
         "--mlp-Ts",
-        comma_separated(at_least(2)),
+        comma_separated(_estimates.LENGTH),
         ",".join(map(str, sparse.MLP_TS)),
         "the MLP's input lengths (it needs samples growing like T)",
     )
@@ -40,67 +76,98 @@ def _sweep_options(parser) -> None:
         float,
         sparse.MLP_SPAN,
         "the MLP's search span (its largest m over its smallest)",
-        POSITIVE,
+        _estimates.SPAN,
     )
-    option(parser, "--seeds", int, 8, "runs per sample size", at_least(1))
+    option(parser, "--seeds", int, 10, "runs per sample size", at_least(1))
     option(parser, "--candidates", int, 6, "sample sizes per round of the search", at_least(1))
     option(parser, "--rounds", int, 3, "rounds of the search", at_least(1))
     option(
-        parser, "--span", float, 8.0, "the head's search span: its largest m over its smallest, log2 C(T, s)", POSITIVE
+        parser,
+        "--span",
+        float,
+        8.0,
+        "the search span of the head, the control and the Transformer: the largest m over the smallest, log2 C(T, s)",
+        _estimates.SPAN,
     )
-    option(parser, "--steps", int, 1000, "full-batch Adam steps per run", at_least(1))
-    option(parser, "--lr", float, 0.01, "Adam's step size", POSITIVE)
+    option(
+        parser,
+        "--lr",
+        float,
+        None,
+        "the step size of the head, the MLP and the Transformer (default: each learner's, sparse.DEFAULTS: "
+        "Adam 0.01 for the head and the MLP, AdamW 0.001 with weight decay 1e-4 for the Transformer)",
+        POSITIVE,
+    )
     option(parser, "--erm-trials", int, 200, "trials of the ERM identifiability per T", at_least(1))
-    parser.add_argument(
-        "--quick", action="store_true", help="T = 16, 64, 256 (the MLP: 16, 32, 64), 4 seeds, 2 rounds: a smoke run"
-    )
-    output_options(parser, "sparse sweep")
+    quick_option(parser, "a smoke run", Ts="16,64,256", mlp_Ts="16,32,64", transformer_Ts="16,32,64", seeds="4",
+                 rounds="2")  # fmt: skip
+    output_options(parser, "sparse sweep", resumable=True)
 
 
 def _sweep(args) -> int:
     import jax
 
     record = parts.record(args)
-    quick = ((16, 64, 256), (16, 32, 64), 4, 2)
-    Ts, mlp_Ts, seeds, rounds = quick if args.quick else (args.Ts, args.mlp_Ts, args.seeds, args.rounds)
-    what = f"m*(T) of {', '.join(args.learners)} (head at T = {', '.join(map(str, Ts))}), {seeds} seeds"
+    Ts, mlp_Ts, transformer_Ts, seeds, rounds = args.Ts, args.mlp_Ts, args.transformer_Ts, args.seeds, args.rounds
+    what = f"m*(T) of {', '.join(args.learners)} at budgets {', '.join(map(str, args.budgets))}, {seeds} seeds"
+    options = {} if args.lr is None else {learner: {"lr": args.lr} for learner in ("head", "mlp", "transformer")}
     with record.phase("sweep", what):
         result = sparse.sweep(
-            jax.random.key(args.seed), Ts, s=args.s, learners=tuple(args.learners), learner_Ts={"mlp": mlp_Ts},
-            spans={"head": args.span, "mlp": args.mlp_span}, erm_trials=args.erm_trials, log=record.log,
-            seeds=seeds, candidates=args.candidates, rounds=rounds, steps=args.steps, lr=args.lr,
-            log_every=math.gcd(args.steps, max(1, args.steps // 50)),
+            jax.random.key(args.seed), Ts, s=args.s, learners=tuple(args.learners), budgets=args.budgets,
+            learner_Ts={"mlp": mlp_Ts, "transformer": transformer_Ts}, spans={"mlp": args.mlp_span},
+            options=options, erm_trials=args.erm_trials, log=record.log, unit=record.unit, seeds=seeds,
+            candidates=args.candidates, rounds=rounds, span=args.span, max_steps=args.max_steps,
+            log_every=_log_every(args.budgets, args.max_steps),
         )  # fmt: skip
     record.summary["seconds_per_learner"] = result.seconds
     table = sparse.sweep_table(result)
     record.write_csv("critical.csv", table)
-    fits = [
-        (learner, name, fit.law, f"{fit.a:.4g}", f"{fit.b:.4g}", f"{fit.r2:.4f}", f"{np.abs(fit.residuals).max():.3g}")
-        for learner, learner_fits in result.fits.items()
-        for name, fit in learner_fits.items()
-    ]
-    if fits:
-        columns = ("learner", "fit", "law", "a", "b", "r2", "max_abs_residual")
-        record.write_csv("fits.csv", {c: [row[i] for row in fits] for i, c in enumerate(columns)})
-    parts.save(record, sparse.sweep_figure(result), "sweep")
     rows = zip(
-        table["learner"], table["T"], table["critical_m"], table["interval_low"], table["interval_high"],
+        table["learner"], table["budget"], table["T"], table["critical_m"], table["interval_low"],
+        table["interval_high"], [f"{x:.0%}" for x in table["converged_share"]], table["max_steps_run"],
         table["erm_median"], [f"{x:.3g}" for x in table["information_limit"]], strict=True,
     )  # fmt: skip
-    print(format_table(("learner", "T", "m*", "low", "high", "ERM m50", "log2 C(T,s)"), rows))
-    if fits:
+    header = ("learner", "budget", "T", "m*", "low", "high", "converged", "most steps", "ERM m50", "log2 C(T,s)")
+    print(format_table(header, rows))
+    if result.fits:
+        selection = sparse.selection_table(result)
+        record.write_csv("selection.csv", selection)
+        record.summary["verdicts"] = {
+            f"{learner}, {budget}": sparse.verdict(fits) for (learner, budget), fits in result.fits.items()
+        }
+        intervals = [
+            [f"{v:.4g} [{low:.3g}, {high:.3g}]" for v, low, high in zip(*columns, strict=True)]
+            for columns in ([selection[k + end] for end in ("", "_low", "_high")] for k in ("a", "b"))
+        ]
+        rows = zip(
+            selection["learner"], selection["budget"], selection["law"], *intervals,
+            [f"{x:.1f}" for x in selection["delta_aic"]], [f"{x:.2g}" for x in selection["p_value"]],
+            selection["verdict"], strict=True,
+        )  # fmt: skip
         print()
-        print(format_table(("learner", "fit", "law", "a", "b", "R^2", "max |residual|"), fits))
+        print(format_table(("learner", "budget", "law", "a [95 %]", "b [95 %]", "dAIC", "p", "verdict"), rows))
+    if "transformer" in args.learners:
+        record.write_csv("paper.csv", sparse.paper_table(result))
+    parts.save(record, sparse.sweep_figure(result), "sweep")
     return parts.finish(record)
+
+
+def _log_every(budgets, max_steps) -> int:
+    """The logging interval: about 50 logs over the shortest budget, dividing every budget and the cap."""
+    steps = [b for b in budgets if b != "converged"] + [max_steps]
+    every = math.gcd(*steps)
+    return math.gcd(every, max(1, min(steps) // 50)) if every > 1 else 1
 
 
 #: name, what it does (its --help), the function that runs it, the function that adds its options.
 COMMANDS = (
     Command(
         "sweep",
-        "the critical sample size m*(T) of one attention head (and optionally the MLP) over T, against the "
-        "information limit and ERM identifiability, with fits against ln T, T and a power of T",
-        _sweep,
+        "the critical sample size m*(T) of each learner (one attention head, the l1 control; optionally the "
+        "paper's one-layer Transformer and an MLP) and training budget over T, against the information limit "
+        "and ERM identifiability, with the laws a, a + b ln T, a + b T and a T^b compared by weighted fits "
+        "and AIC; resumable (--resume)",
+        estimated(_sweep, _estimates.sweep),
         _sweep_options,
     ),
 )
