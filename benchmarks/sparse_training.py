@@ -1,11 +1,12 @@
 """Cost per trained model: flowsim's vmapped training against a plain per-model Python loop.
 
-flowsim trains K attention heads at once (`sparse.train`: one compiled program, the steps in `lax.scan`,
-the models in `vmap`). The baseline is what third-party reimplementations do: one model at a time, a
-jitted Adam step (the same loss, the same optax optimiser) called from a Python loop over the steps. Both
-train the same models on the same data for the same number of steps; the baseline is timed over
---loop-steps steps of --loop-models models (after a compile call) and extrapolated to the full training.
-Each is timed after a first, compiling call. The ratio is the baseline's seconds per model over flowsim's.
+flowsim trains K attention heads at once (`sparse.train`: one compiled program per group of models, the steps
+in `lax.scan` segments of a `lax.while_loop`, the models in `vmap`). The baseline is what third-party
+reimplementations do: one model at a time, a jitted Adam step (the same loss, the same optax optimiser)
+called from a Python loop over the steps. Both train the same models on the same data for the same number
+of steps; the baseline is timed over --loop-steps steps of --loop-models models (after a compile call) and
+extrapolated to the full training. Each is timed after a first, compiling call. The ratio is the baseline's
+seconds per model over flowsim's.
 
 Usage: python benchmarks/sparse_training.py [--Ts 64 256] [--models 48] [--m 128] [--steps 1000]
 """
