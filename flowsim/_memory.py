@@ -162,7 +162,10 @@ def held_announcements() -> Iterator[None]:
     """Within this block `check_time`'s announcements wait for `starting()`: a run estimated before its other
     checks is announced only once they pass and its work starts; later estimates of its parts say nothing more."""
     held: list[str] = []
-    token, held_token = _ANNOUNCE.set(held.append), _HELD.set((_ANNOUNCE.get(), held))
+    # The announcer in force before this block, read before it is replaced (else starting() would say the
+    # held lines to the list itself, forever).
+    held_token = _HELD.set((_ANNOUNCE.get(), held))
+    token = _ANNOUNCE.set(held.append)
     try:
         yield
     finally:

@@ -284,8 +284,9 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
             # Ended trajectories go on from a harmless finite state (static shapes); their results are ignored.
             start = np.where(done[:, None] | ~np.isfinite(s_final), start, s_final)
             bar.update(float(padded[first + k] - padded[first]))
-            interrupted = interrupted and segment < count - 1  # a Ctrl-C in the last segment stopped nothing
-            if interrupted:
+            # A Ctrl-C in the last segment stopped nothing: the solve is complete, and `integrate` raises
+            # `Interrupted` with it all the same (the user asked to stop; nothing is thrown away).
+            if interrupted and segment < count - 1:
                 status[~done], why[~done] = Status.INTERRUPTED, 5
                 break
     bar.close()

@@ -113,8 +113,6 @@ def _written_by(folder: Path, record: dict) -> tuple[set[Path], list[Path]]:
     for path in sorted(folder.rglob("*")):
         if path in ours or (path.name.startswith(".") and path.name.endswith(".part")):
             continue
-        if path.is_dir() and not path.is_symlink() and all(p in ours for p in path.rglob("*")):
-            continue
         if not any(parent in others for parent in path.parents):
             others.append(path)
     return ours, others

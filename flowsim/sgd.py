@@ -188,9 +188,12 @@ def make_run(task, lr: float, steps: int, log_every: int, ys, first_bad, stopped
 
 
 def finish_run(run: SGDRun, interrupted: bool) -> SGDRun:
-    """The run, or `Interrupted` carrying it if Ctrl-C stopped it (`flowsim._interrupt`)."""
-    if interrupted and (np.asarray(run.stopped_at) >= 0).any():  # not if Ctrl-C came after the last check
-        raise Interrupted(run, f"at step {int(np.max(run.stopped_at))} of {int(run.steps[-1])}")
+    """The run, or `Interrupted` carrying it if Ctrl-C asked to stop it (`flowsim._interrupt`): where it stopped,
+    or, when Ctrl-C came after its last check, the whole run (a Ctrl-C is never swallowed)."""
+    if interrupted:
+        stopped = np.asarray(run.stopped_at)
+        where = f"at step {int(np.max(stopped))}" if (stopped >= 0).any() else "after the last step"
+        raise Interrupted(run, f"{where} of {int(run.steps[-1])}")
     return run
 
 

@@ -31,6 +31,7 @@ def key():
 #: pytest-xdist to this order) so that neither worker ends the session running one of them alone.
 LONGEST_FIRST = (
     "test_notebooks.py",
+    "test_default_devices.py",
     "test_cli.py",
     "test_latent.py",
     "test_overlap_sgd.py",

@@ -87,7 +87,8 @@ def test_ctrl_c_stops_a_solve_within_seconds_keeping_its_saved_states(monkeypatc
 
 def test_the_command_line_writes_what_it_had_when_interrupted(tmp_path, capsys):
     out = tmp_path / "sgd"
-    arguments = f"sgd --d 10 --L 4 --steps 1000000000 --log-every 1000000 --seeds 2 --out {out}"
+    # --yes: a billion steps are estimated at more than an hour, which only a run asked for may take.
+    arguments = f"sgd --d 10 --L 4 --steps 1000000000 --log-every 1000000 --seeds 2 --yes --out {out}"
     with _Stopwatch():
         status = main(arguments.split())
     stderr = capsys.readouterr().err
@@ -130,10 +131,10 @@ def test_a_folder_never_mixes_two_runs(tmp_path, capsys):
 
 
 def test_a_refused_run_leaves_no_folder(tmp_path, capsys):
-    """Refused after its folder was made (the memory estimate needs the run's sizes): nothing is left."""
+    """Refused by the estimate before work: no folder is made, and nothing is left."""
     out = tmp_path / "new" / "refused"
     assert main(f"sgd --steps 1000000000000 --log-every 1 --seeds 1 --out {out}".split()) == 2
-    assert "run_sgd would need about" in capsys.readouterr().err and not (tmp_path / "new").exists()
+    assert "this run would need about" in capsys.readouterr().err and not (tmp_path / "new").exists()
 
 
 def test_a_memory_estimate_uses_the_devices_or_the_hosts_memory():
