@@ -1,12 +1,13 @@
 """Finished units of a run's work, stored as they finish, read back bit for bit by a resumed run.
 
 A unit's result is a tree of NumPy arrays, numbers, strings, booleans and None, held in tuples, lists,
-dicts, NamedTuples, dataclasses or equinox Modules of flowsim's own. It is stored as one `.npz` file:
+dicts, NamedTuples, dataclasses, enumerations or equinox Modules of flowsim's own. It is stored as one `.npz` file:
 the arrays as arrays (float64 stays float64, bit for bit), the tree's shape as JSON beside them; no
 pickle, so reading a stored unit runs no code but flowsim's constructors of its own classes.
 """
 
 import dataclasses
+import enum
 import importlib
 import io
 import json
@@ -27,6 +28,8 @@ def unit_bytes(value) -> bytes:
     arrays: dict[str, np.ndarray] = {}
 
     def encode(item):
+        if isinstance(item, enum.Enum):
+            return {"class": _class_name(item), "member": item.name}
         if item is None or isinstance(item, bool | int | float | str):
             return {"value": item}
         if isinstance(item, np.generic):
@@ -70,6 +73,8 @@ def load_unit(path: Path):
         if "tuple" in node:
             return tuple(decode(entry) for entry in node["tuple"])
         kind = _flowsim_class(node["class"])
+        if "member" in node:
+            return kind[node["member"]]
         if "items" in node:
             return kind(*(decode(entry) for entry in node["items"]))
         made = object.__new__(kind)  # the stored fields as they were, without the constructor's conversions
