@@ -6,6 +6,7 @@ starts, and at the end of online SGD (the exact overlap chain) from sphere start
 the population optimum only; here the risks are those training reaches.
 """
 
+import functools
 import itertools
 import math
 import time
@@ -15,7 +16,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from flowsim._checks import as_key, check_count, check_positive
+from flowsim._checks import InvalidInput, as_key, check_count, check_positive
+from flowsim._memory import check_work
 from flowsim._status import Failure
 from flowsim.integrate import solve_flow
 from flowsim.quadrature import GaussianRule
@@ -23,6 +25,7 @@ from flowsim.results import long_table
 from flowsim.tasks.slr._attention import ATTENTION_MAPS, ERF, AttentionMap, as_attention_map
 from flowsim.tasks.slr._baselines import Estimate, bayes_risk
 from flowsim.tasks.slr._data import ground_truth
+from flowsim.tasks.slr._estimates import advantage_work, rule_points
 from flowsim.tasks.slr._init import initial_overlaps
 from flowsim.tasks.slr._problem import ORACLE, Problem
 from flowsim.tasks.slr._risk import population_risk
@@ -103,6 +106,8 @@ def statistical_advantage(
     rule: GaussianRule | None = None,
     bayes_samples: int = 100_000,
     log: Callable[[str], None] | None = None,
+    unit: Callable | None = None,
+    force: bool = False,
 ) -> Advantage:
     """The population risk each attention map reaches by the gradient flow and by online SGD, against lam.
 
@@ -120,45 +125,51 @@ def statistical_advantage(
     - `rule`: the rule of the maps but erf (default `flowsim.quadrature.default_rule(L)`).
     - `bayes_samples`: Monte Carlo samples of the Bayes risk.
     - `log`: called with a line per map as it finishes.
+    - `unit`: a store of finished work, `unit(name, compute) -> result` (`flowsim.results.RunRecord.unit`):
+      each (map, lam) is one unit, the Bayes risk another, read back where the store holds them.
+      Default: computed.
+    - `force`: run even if the estimate before work says it takes longer than an hour (`flowsim._memory`).
 
     **Returns:** an `Advantage`.
     """
     key = as_key(key)
     lams = np.array([check_positive("lams", lam) for lam in np.atleast_1d(lams)])
+    if not len(lams):
+        raise InvalidInput("lams must hold at least one inverse temperature, got none")
     maps = tuple(as_attention_map(a, "each of attention") for a in attention)
     names = [a.name for a in maps]
     if not names or len(set(names)) < len(names):
-        raise ValueError(f"attention must hold at least one map and no two maps of the same name, got names {names}")
+        raise InvalidInput(f"attention must hold at least one map and no two maps of the same name, got names {names}")
     starts = check_count("starts", starts, 1)
     t_max, lr = check_positive("t_max", t_max), check_positive("lr", lr)
     steps = max(1, round(t_max / lr))
+    points = rule_points(L) if rule is None else len(rule.weights)
+    rule_maps = sum(a != ERF for a in maps)
+    work = advantage_work(d, L, len(lams), len(maps), rule_maps, starts, t_max, lr, batch, points, bayes_samples)
+    check_work("statistical_advantage", *work, force=force)
     key_starts, key_sgd, key_bayes = jax.random.split(key, 3)
     m0 = initial_overlaps(key_starts, d, starts, "sphere")
     shape = (len(maps), len(lams))
     flow_risk, flow_status = np.empty((*shape, starts)), np.empty((*shape, starts), int)
     sgd_risk, oracle = np.empty((*shape, starts)), np.empty(shape)
     seconds, rule_name, failed = {}, "", []
+    store = unit or (lambda name, compute: compute())
     for i, attention_map in enumerate(maps):
         name, began = attention_map.name, time.perf_counter()
         for j, lam in enumerate(lams):
             problem = Problem(d, L, float(lam), gamma, eps, attention_map, None if attention_map == ERF else rule)
+            compute = functools.partial(_cell, problem, m0, key_sgd, t_max, lr, batch, steps)
+            cell = store(f"{name}-lam={float(lam)!r}", compute)
+            flow_risk[i, j], flow_status[i, j] = cell["flow_risk"], cell["flow_status"]
+            sgd_risk[i, j], oracle[i, j] = cell["sgd_risk"], cell["oracle"]
             rule_name = problem.rule.name if problem.rule is not None else rule_name
-            solved = solve_flow(problem, m0, np.array([0.0, t_max]))  # the task's solver (`Problem.flow_solver`)
-            flow_risk[i, j], flow_status[i, j] = np.asarray(solved.observed[:, -1]), np.asarray(solved.status)
-            run = run_sgd(
-                problem, key_sgd, init="sphere", lr=lr, steps=steps, batch=batch, log_every=steps, seeds=starts,
-                engine="overlaps",
-            )  # fmt: skip
-            sgd_risk[i, j] = np.asarray(run.risk[:, -1])
             where = f"{name} attention at lam = {lam:g}"
-            failed += [eqx.tree_at(lambda f: f.reason, f, f"{where}, flow: {f.reason}") for f in solved.failures()]
-            failed += [eqx.tree_at(lambda f: f.reason, f, f"{where}, SGD: {f.reason}") for f in run.failures()]
-            oracle[i, j] = float(population_risk(problem, ORACLE))
+            failed += [eqx.tree_at(lambda f: f.reason, f, f"{where}, {f.reason}") for f in cell["failed"]]
         seconds[name] = time.perf_counter() - began
         if log is not None:
             log(f"{name}: {len(lams)} values of lam in {seconds[name]:.1f} s")
     reference = Problem(d, L, 1.0, gamma, eps)
-    bayes = bayes_risk(reference, ground_truth(key_bayes, d), key_bayes, bayes_samples)
+    bayes = store("bayes", lambda: bayes_risk(reference, ground_truth(key_bayes, d), key_bayes, bayes_samples))
     return Advantage(
         tuple(names),
         maps,
@@ -174,6 +185,25 @@ def statistical_advantage(
         seconds,
         tuple(failed),
     )
+
+
+def _cell(problem: Problem, m0, key_sgd, t_max: float, lr: float, batch: int, steps: int) -> dict:
+    """One map at one lam: the risks its flow and its SGD reach from the sphere starts, and its oracle's."""
+    solved = solve_flow(problem, m0, np.array([0.0, t_max]))  # the task's solver (`Problem.flow_solver`)
+    starts = len(m0)
+    run = run_sgd(
+        problem, key_sgd, init="sphere", lr=lr, steps=steps, batch=batch, log_every=steps, seeds=starts,
+        engine="overlaps",
+    )  # fmt: skip
+    failed = [eqx.tree_at(lambda f: f.reason, f, f"flow: {f.reason}") for f in solved.failures()]
+    failed += [eqx.tree_at(lambda f: f.reason, f, f"SGD: {f.reason}") for f in run.failures()]
+    return {
+        "flow_risk": np.asarray(solved.observed[:, -1]),
+        "flow_status": np.asarray(solved.status),
+        "sgd_risk": np.asarray(run.risk[:, -1]),
+        "oracle": float(population_risk(problem, ORACLE)),
+        "failed": tuple(failed),
+    }
 
 
 #: One colour per built-in map, the same in every panel; a researcher's maps take the next free colours.

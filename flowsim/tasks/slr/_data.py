@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from flowsim._checks import as_key, check_count
+from flowsim._checks import InvalidInput, as_key, check_count
 from flowsim.tasks.slr._attention import AttentionMap, attention_weights
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def sample(problem: "Problem", truth: GroundTruth, key: PRNGKeyArray, n: int, dt
     """
     n = check_count("n", n, 1)
     if truth.k_star.shape != (problem.d,) or truth.v_star.shape != (problem.d,):
-        raise ValueError(
+        raise InvalidInput(
             f"truth must hold two vectors of dimension problem.d = {problem.d}, "
             f"got shapes {truth.k_star.shape} and {truth.v_star.shape}"
         )

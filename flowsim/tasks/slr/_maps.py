@@ -33,9 +33,9 @@ __all__ = ["check_rule", "flow_by_rule", "risk_by_rule", "rule_flow", "rule_risk
 def check_rule(rule: GaussianRule, L: int) -> GaussianRule:
     """`rule` if it is a `GaussianRule` of dimension L (one standard normal per score), else ValueError."""
     if not isinstance(rule, GaussianRule):
-        raise ValueError(f"rule must be a flowsim.quadrature.GaussianRule, got {type(rule).__name__}")
+        raise InvalidInput(f"rule must be a flowsim.quadrature.GaussianRule, got {type(rule).__name__}")
     if rule.dimension != L:
-        raise ValueError(f"rule must have dimension L = {L} (one standard normal per score), got {rule.dimension}")
+        raise InvalidInput(f"rule must have dimension L = {L} (one standard normal per score), got {rule.dimension}")
     return rule
 
 

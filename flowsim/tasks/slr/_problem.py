@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import NON_NEGATIVE, POSITIVE, at_least, check_choice, python_scalar
+from flowsim._checks import NON_NEGATIVE, POSITIVE, InvalidInput, at_least, check_choice, python_scalar
 from flowsim._task import AbstractTask, Parameter
 from flowsim.quadrature import GaussianRule, default_rule
 from flowsim.schedules import AbstractSchedule
@@ -263,7 +263,7 @@ class Problem(_Parameters):
 
     def sgd_noise(self, key, batch):
         if self.d < 5:
-            raise ValueError(f"the SGD chain on the overlaps needs d >= 5, got d = {self.d}")
+            raise InvalidInput(f"the SGD chain on the overlaps needs d >= 5, got d = {self.d}")
         return draw_step_noise(key, batch, self.L, self.d)
 
     def sgd_step(self, t, y, lr, noise, batch):

@@ -10,15 +10,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim._checks import POSITIVE, SHARE, Allowed, at_least
+from flowsim._checks import POSITIVE, SHARE, Allowed, InvalidInput, at_least
 from flowsim.cli import _parts as parts
 from flowsim.cli._options import (
     Command,
     comma_separated,
+    estimated,
     init_option,
     option,
     output_options,
     parameter_options,
+    quick_option,
     schedule_option,
 )
 from flowsim.cli._tables import (
@@ -31,6 +33,7 @@ from flowsim.cli._tables import (
 from flowsim.compare import ATTRACTOR_TOL, REFERENCES
 from flowsim.schedules import InverseTimeDecay
 from flowsim.tasks import slr
+from flowsim.tasks.slr import _estimates
 from flowsim.tasks.slr._problem import PARAMETERS
 from flowsim.verify import VerifyReport
 
@@ -65,10 +68,10 @@ _INIT_TEXT = (
 _D = Allowed("an integer >= 5 (every command: SGD on the overlaps needs d >= 5)", lambda d: d >= 5, integer=True)
 
 
-def _task_options(parser, command: str, seed=0, **defaults) -> None:
+def _task_options(parser, command: str, seed=0, resumable: bool = False, **defaults) -> None:
     """Add the task's options named in `defaults` (with those defaults), then --seed, --out and --progress."""
     parameter_options(parser, PARAMETERS, defaults, {"d": _D})
-    output_options(parser, command, seed)
+    output_options(parser, command, seed, resumable)
 
 
 def _init_option(parser, what: str) -> None:
@@ -180,7 +183,7 @@ def _compare_options(parser) -> None:
 
 
 def _verify_options(parser) -> None:
-    _task_options(parser, "verify", d=_POPULATION.d, L=_POPULATION.L)
+    _task_options(parser, "verify", resumable=True, d=_POPULATION.d, L=_POPULATION.L)
     option(parser, "--n", int, 64, "starts per initialisation and setting", at_least(1))
     option(parser, "--t-max", float, 1000.0, "integration horizon", POSITIVE)
     option(parser, "--tol", float, 1e-3, "max-norm distance to +-(k*, v*) counted as converged", POSITIVE)
@@ -189,7 +192,7 @@ def _verify_options(parser) -> None:
 
 
 def _reproduce_options(parser) -> None:
-    _task_options(parser, "reproduce")
+    _task_options(parser, "reproduce", resumable=True)
     parser.add_argument("--quick", action="store_true", help="reduced lengths (6000 population, 2000 SGD steps)")
     option(parser, "--seeds", int, 30, "runs per experiment", at_least(1))
     parser.add_argument(
@@ -203,7 +206,7 @@ def _reproduce_options(parser) -> None:
 
 
 def _advantage_options(parser) -> None:
-    _task_options(parser, "advantage", d=80, L=10, gamma=1.0, eps=0.1)
+    _task_options(parser, "advantage", resumable=True, d=80, L=10, gamma=1.0, eps=0.1)
     option(
         parser,
         "--lams",
@@ -227,7 +230,8 @@ def _advantage_options(parser) -> None:
         _POWER,
     )
     option(parser, "--bayes-samples", int, 100_000, "Monte Carlo samples of the Bayes risk", at_least(2))
-    parser.add_argument("--quick", action="store_true", help="3 values of lam, 16 starts, t-max 30")
+    quick_lams = ",".join(f"{lam:.6g}" for lam in slr.DEFAULT_LAMS[::3])
+    quick_option(parser, "a smoke run", lams=quick_lams, starts="16", t_max="30")
 
 
 _POWER = Allowed("a power of 2 >= 2", lambda n: n >= 2 and not n & (n - 1), integer=True)
@@ -252,7 +256,7 @@ def _given_overlaps(init):
     try:
         return slr.check_overlaps(init)
     except ValueError as error:
-        raise ValueError(f"--init {','.join(f'{x:g}' for x in init)}: {error}") from None
+        raise InvalidInput(f"--init {','.join(f'{x:g}' for x in init)}: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -506,11 +510,11 @@ def _sgd(args) -> int:
     setting = _sgd_setting(args)
     problem = _problem(args, args.decay, args.lr)
     if args.mode != "online" and args.engine == "overlaps":
-        raise ValueError(f"--engine overlaps runs online SGD only: --mode {args.mode} needs --engine rd")
+        raise InvalidInput(f"--engine overlaps runs online SGD only: --mode {args.mode} needs --engine rd")
     if args.mode == "dataset" and args.n is None:
-        raise ValueError("--mode dataset needs --n, the dataset size (a multiple of --batch)")
+        raise InvalidInput("--mode dataset needs --n, the dataset size (a multiple of --batch)")
     if args.mode != "dataset" and args.n is not None:
-        raise ValueError(f"--n is the dataset size of --mode dataset: --mode {args.mode} draws no dataset")
+        raise InvalidInput(f"--n is the dataset size of --mode dataset: --mode {args.mode} draws no dataset")
     record = parts.record(args)
     what = f"{args.mode} SGD ({args.engine} engine), {args.steps} steps x {args.seeds} seeds, d = {problem.d}"
     with record.phase("sgd", what):
@@ -526,6 +530,16 @@ def _sgd(args) -> int:
             step=failure.step,
             t=failure.time,
         )
+    # A finite run whose risk ends well above where it started and above the null predictor's diverged too.
+    null, risks = problem.eps**2 + problem.gamma**2, np.asarray(run.risk)
+    for seed in np.flatnonzero(risks[:, -1] > _RISE * np.maximum(risks[:, 0], null)):
+        record.fail(
+            f"seed {seed} diverged: its risk rose from {risks[seed, 0]:.4g} to {risks[seed, -1]:.4g} by step "
+            f"{run.steps[-1]}, above the null predictor's {null:.4g} (lower --lr)",
+            seed=int(seed),
+            step=int(run.steps[-1]),
+            t=float(run.times[-1]),
+        )
     print(f"{what}: overlaps and population risk at step {run.steps[-1]} (t = {run.times[-1]:g})\n")
     m, risk = np.asarray(run.ys)[:, -1], np.asarray(run.risk)[:, -1]
     diverged = {failure.index: failure.step for failure in run.failures()}
@@ -535,6 +549,10 @@ def _sgd(args) -> int:
     ]
     print(format_table(("seed", *_NAMES, "risk", "diverged at step"), rows))
     return parts.finish(record)
+
+
+#: An SGD run whose risk ends above this factor times its start's (and the null predictor's) has diverged.
+_RISE = 1.1
 
 
 def _sgd_figure(run: slr.SGDRun, title: str):
@@ -574,7 +592,7 @@ def _compare(args) -> int:
 def _sgd_setting(args) -> _SGDSetting:
     """The SGD options of `sgd` and `compare`, checked together."""
     if args.steps % args.log_every:
-        raise ValueError(f"--log-every {args.log_every} must divide --steps {args.steps}")
+        raise InvalidInput(f"--log-every {args.log_every} must divide --steps {args.steps}")
     return _SGDSetting(
         init=_given_overlaps(args.init),
         lr=args.lr,
@@ -602,6 +620,7 @@ def _verify(args) -> int:
         min_share=args.min_share,
         progress=args.progress,
         n_saves=args.saves,
+        unit=record.unit,
     )
     return parts.finish(record, failed_claim=parts.claim_failure(report))
 
@@ -645,6 +664,7 @@ def _reproduce(args) -> int:
             log=record.log,
             engine=args.engine,
             each=write,
+            unit=record.unit,
         )
     print()
     print(summary_table(runs))
@@ -657,14 +677,14 @@ def _advantage(args) -> int:
     from flowsim import quadrature
 
     record = parts.record(args)
-    lams, starts, t_max = (args.lams[::3], 16, 30.0) if args.quick else (args.lams, args.starts, args.t_max)
+    lams, starts, t_max = args.lams, args.starts, args.t_max
     rule = quadrature.default_rule(args.L, args.rule_points)
     what = f"{len(args.maps)} maps x {len(lams)} values of lam, {starts} starts, t = {t_max:g}, d = {args.d}"
     with record.phase("advantage", what):
         result = slr.statistical_advantage(
             jax.random.key(args.seed), d=args.d, L=args.L, gamma=args.gamma, eps=args.eps, lams=lams,
             attention=tuple(args.maps), starts=starts, t_max=t_max, lr=args.lr, batch=args.batch, rule=rule,
-            bayes_samples=args.bayes_samples, log=record.log,
+            bayes_samples=args.bayes_samples, log=record.log, unit=record.unit,
         )  # fmt: skip
     parts.record_failures(record, result, "run")
     table = result.table()
@@ -687,41 +707,41 @@ COMMANDS = (
         "demo",
         "the tour in about a minute: baseline risks, the phase portrait on M, the paper's SGD run against the "
         "gradient flow (overlap engine), and the convergence check of `verify` with few starts",
-        _demo,
+        estimated(_demo, _estimates.COMMANDS["demo"]),
         _demo_options,
     ),
     Command(
         "flow",
         "integrate the projected gradient flow on the five overlaps from n starts; write the trajectories",
-        _flow,
+        estimated(_flow, _estimates.COMMANDS["flow"]),
         _flow_options,
     ),
     Command(
         "portrait",
         "phase portrait of the flow on M = {theta = eta = rho = 0} with its fixed points; optionally the basins "
         "of the 5-D flow's attractors",
-        _portrait,
+        estimated(_portrait, _estimates.COMMANDS["portrait"]),
         _portrait_options,
     ),
     Command(
         "sgd",
         "train (k, v) by SGD (online, on a fixed dataset, or population PGD) from many seeds; defaults: the "
         "paper's SGD run",
-        _sgd,
+        estimated(_sgd, _estimates.COMMANDS["sgd"]),
         _sgd_options,
     ),
     Command(
         "compare",
         "run online SGD and compare it with the gradient flow from the same starts: deviations and overlay; "
         "defaults: the paper's SGD run",
-        _compare,
+        estimated(_compare, _estimates.COMMANDS["compare"]),
         _compare_options,
     ),
     Command(
         "verify",
         "integrate the flow from many starts at the paper's settings and check the convergence claims "
         "(exit status 1 if 'almost every start on M converges to +-(k*, v*)' fails)",
-        _verify,
+        estimated(_verify, _estimates.COMMANDS["verify"]),
         _verify_options,
     ),
     Command(
@@ -729,14 +749,14 @@ COMMANDS = (
         "the statistical advantage of softmax: the risk each built-in attention map (erf, softmax, linear, softplus, "
         "sigmoid, relu) reaches by the gradient flow and by online SGD from sphere starts, against lam, with the "
         "oracle and Bayes risks",
-        _advantage,
+        estimated(_advantage, _estimates.COMMANDS["advantage"]),
         _advantage_options,
     ),
     Command(
         "reproduce",
         "run the paper's five reference experiments (docs/science.md section 6): summary table and the four-panel "
         "figure of each",
-        _reproduce,
+        estimated(_reproduce, _estimates.COMMANDS["reproduce"]),
         _reproduce_options,
     ),
 )
