@@ -3,7 +3,9 @@
 Each size a command or an entry point takes is counted here once: the API's functions check their own work
 (`advantage_work`, `bayes_work`), and the command line checks each command's whole run (`COMMANDS`) before
 its folder is made. The per-unit costs were measured on the 2-core CPU of BENCHMARKS.md (section "Estimates
-before work"), on a machine shared with other work (load average 9 to 13 on its 2 cores): the estimates err long.
+before work", on a machine shared with other work: load average 9 to 13 on its 2 cores), those of the chain and
+of the rule's flows from the measurements made alone on the machine that BENCHMARKS.md records (named at each):
+the estimates err long.
 """
 
 import math
@@ -13,8 +15,10 @@ from flowsim._memory import Cost, Need, float_bytes
 
 __all__ = ["COMMANDS", "advantage_work", "bayes_work", "rule_points", "sgd_work"]
 
-#: Seconds of the exact online-SGD chain on the overlaps per (seed x step x sample x token).
-CHAIN_SECONDS = 5e-7
+#: Seconds of the exact online-SGD chain on the overlaps per (seed x step x sample x token): the paper's SGD run,
+#: 15.3 s alone on the 2 cores for 30 seeds x 200 000 steps x batch 5 x L 10 (BENCHMARKS.md, issue 5): 5.1e-8,
+#: rounded up (compilation included).
+CHAIN_SECONDS = 1e-7
 #: Seconds of online SGD with vectors in R^d per (seed x step x sample x token x dimension).
 VECTOR_SECONDS = 2.5e-8
 #: Seconds of the Bayes risk's Monte Carlo per (sample x token x dimension).
@@ -22,10 +26,11 @@ BAYES_SECONDS = 2e-7
 #: Seconds of the population PGD map per (seed x step).
 MAP_SECONDS = 1.1e-5
 #: Seconds of the gradient flow per trajectory (erf attention, to t = 1000: 66 s for 64), and per (trajectory x
-#: rule point x unit of time) for a map whose risk is taken by a rule over the L scores (softmax, L = 10, 4096
-#: Sobol' points, t = 100: 370 s for 16).
+#: rule point x unit of time) for a map whose risk is taken by a rule over the L scores: softmax's part of the full
+#: `flowsim advantage` run, 238 s alone on the 2 cores for 7 x 64 flows to t = 100 with 4096 Sobol' points, its
+#: SGD runs included (BENCHMARKS.md, "The statistical-advantage experiment"): 1.3e-6, rounded up.
 FLOW_SECONDS = 1.0
-RULE_FLOW_SECONDS = 5.6e-5
+RULE_FLOW_SECONDS = 2e-6
 #: Values kept per saved state of a trajectory (the state, its risk, and the table's columns), in two copies.
 _SAVED_VALUES = 24
 
