@@ -206,16 +206,16 @@ CLI_CASES = [
     (
         "advantage --t-max 1000000000 --lr 1e-9",
         2,
-        "flowsim advantage: error: this run would take about 7.8e+11 days "
+        "flowsim advantage: error: this run would take about 1.6e+11 days "
         "(estimated before starting: 42 SGD runs: SGD (overlaps engine: 64 seeds x 1000000000000000000 steps x "
-        "batch 5) alone about 7.8e+11 days), more than 1 h: lower --starts, --batch or --t-max (or raise --lr); or "
+        "batch 5) alone about 1.6e+11 days), more than 1 h: lower --starts, --batch or --t-max (or raise --lr); or "
         "ask for it with --yes",
     ),
     (
         "demo --sgd-steps {E}",
         2,
-        "flowsim demo: error: this run would take about 2.3e+03 days (estimated before "
-        "starting: SGD (overlaps engine: 8 seeds x {E} steps x batch 5) alone about 2.3e+03 days), more than 1 h: "
+        "flowsim demo: error: this run would take about 4.6e+02 days (estimated before "
+        "starting: SGD (overlaps engine: 8 seeds x {E} steps x batch 5) alone about 4.6e+02 days), more than 1 h: "
         "lower --sgd-seeds or --sgd-steps; or ask for it with --yes",
     ),
     (

@@ -29,8 +29,8 @@ from pathlib import Path
 from flowsim._checks import InvalidInput
 from flowsim._interrupt import checking
 from flowsim._memory import announcing, long_runs_allowed
-from flowsim.cli import _parts as parts
-from flowsim.cli._options import Command, Parser, check, output_options
+from flowsim.commands import parts
+from flowsim.commands.options import Command, Parser, check, output_options
 from flowsim.tasks import TASKS
 
 __all__ = ["main"]

@@ -3,9 +3,9 @@
 import numpy as np
 
 from flowsim._checks import NON_NEGATIVE, POSITIVE, SCALE, at_least
-from flowsim.cli import _parts as parts
-from flowsim.cli._options import Command, comma_separated, estimated, option, output_options
-from flowsim.cli._tables import format_table
+from flowsim.commands import parts
+from flowsim.commands.options import Command, comma_separated, estimated, option, output_options
+from flowsim.commands.tables import format_table
 from flowsim.tasks import latent
 
 __all__ = ["COMMANDS", "DESCRIPTION"]

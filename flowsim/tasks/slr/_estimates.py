@@ -286,7 +286,7 @@ def _advantage(args):
     )  # fmt: skip
 
 
-#: The estimate of each command's run, by name (`flowsim.cli._options.estimated`).
+#: The estimate of each command's run, by name (`flowsim.commands.options.estimated`).
 COMMANDS = {
     "demo": _demo,
     "flow": _flow,

@@ -1,7 +1,7 @@
 """The command line of single-location regression: its options (defaults from the paper) and commands.
 
 `flowsim.cli` builds the parser from `COMMANDS`; the shared parts (the run's record, portrait,
-comparison, tables) are in `flowsim.cli`.
+comparison, tables) are in the toolkit `flowsim.commands`.
 """
 
 import math
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from flowsim._checks import POSITIVE, SHARE, Allowed, InvalidInput, at_least
-from flowsim.cli import _parts as parts
-from flowsim.cli._options import (
+from flowsim.commands import parts
+from flowsim.commands.options import (
     Command,
     comma_separated,
     estimated,
@@ -23,7 +23,7 @@ from flowsim.cli._options import (
     quick_option,
     schedule_option,
 )
-from flowsim.cli._tables import (
+from flowsim.commands.tables import (
     attractor_table,
     experiment_tables,
     format_table,
@@ -290,7 +290,7 @@ class _SGDSetting:
 def _run_sgd_and_compare(record, problem: slr.Problem, key, prefix: str, setting: _SGDSetting, **options) -> None:
     """Online SGD against the flow (or the map) from the same starts: table printed, CSV and overlay written.
 
-    `options` go to `flowsim.cli._parts.run_comparison` (progress, reference, attractor_tol, solver options).
+    `options` go to `flowsim.commands.parts.run_comparison` (progress, reference, attractor_tol, solver options).
     """
     what = f"online SGD ({setting.engine} engine), {setting.steps} steps x {setting.seeds} seeds, d = {problem.d}"
     with record.phase("sgd", what):

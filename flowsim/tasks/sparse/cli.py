@@ -4,9 +4,9 @@ import argparse
 import math
 
 from flowsim._checks import POSITIVE, at_least
-from flowsim.cli import _parts as parts
-from flowsim.cli._options import Command, comma_separated, estimated, option, output_options, quick_option
-from flowsim.cli._tables import format_table
+from flowsim.commands import parts
+from flowsim.commands.options import Command, comma_separated, estimated, option, output_options, quick_option
+from flowsim.commands.tables import format_table
 from flowsim.tasks import sparse
 from flowsim.tasks.sparse import _estimates
 

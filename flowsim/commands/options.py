@@ -226,7 +226,7 @@ def estimated(run: Callable, estimate: Callable) -> Callable:
 
     @functools.wraps(run)
     def checked(args) -> int:
-        with held_announcements():  # said when the run makes its folder (`flowsim.cli._parts.record`)
+        with held_announcements():  # said when the run makes its folder (`flowsim.commands.parts.record`)
             check_work("this run", *estimate(args))
             return run(args)
 

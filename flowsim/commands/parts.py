@@ -9,7 +9,7 @@ import numpy as np
 
 from flowsim import results
 from flowsim._memory import starting
-from flowsim.cli._tables import (
+from flowsim.commands.tables import (
     comparison_tables,
     fixed_point_table,
     format_table,
@@ -50,7 +50,7 @@ def record(args) -> results.RunRecord:
         replace=args.replace,
         resume=getattr(args, "resume", False),
     )
-    starting()  # the estimate of the run, held until its folder is made (`flowsim.cli._options.estimated`)
+    starting()  # the estimate of the run, held until its folder is made (`flowsim.commands.options.estimated`)
     if args.record.resumed:
         resumed = f"Resuming the run in {args.record.folder}: {args.record.resumed} finished units read back"
         print(resumed, file=sys.stderr)
@@ -205,7 +205,7 @@ def claim_failure(report) -> str | None:
 
 def write_trajectories(record, solved, task, name: str, what: str) -> np.ndarray:
     """A solve's trajectories and end points as CSV; its failures recorded. **Returns:** the end-point table."""
-    from flowsim.cli._tables import endpoint_table
+    from flowsim.commands.tables import endpoint_table
 
     endpoints = endpoint_table(solved, task)
     record.write_csv(f"{name}.csv", trajectory_table(solved, task))
