@@ -272,8 +272,10 @@ def fit_l1(x, y, *, l1_scale: float = DEFAULTS["l1"]["l1_scale"]) -> L1Fit:
     lam = l1_scale * math.sqrt(math.log(T) / m)
     if len(np.unique(y)) < 2:
         return L1Fit(np.zeros(T), 30.0 * (2 * y[0] - 1), 0, True, lam)
+    # random_state: liblinear visits the coordinates in a random order; fixed, the same data give the same fit
+    # (same seed, same result: a resumed sweep equals an uninterrupted one bit for bit).
     solver = LogisticRegression(C=1.0 / (lam * m), l1_ratio=1.0, solver="liblinear", tol=_L1_TOLERANCE,
-                                max_iter=_L1_MAX_ITER)  # fmt: skip
+                                max_iter=_L1_MAX_ITER, random_state=0)  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         solver.fit(x, y)
