@@ -43,6 +43,11 @@ RESUMED = {
         ("advantage.csv",),
         4,
     ),
+    "sparse": (
+        "sparse sweep --Ts 8,16 --learners l1 --seeds 2 --candidates 2 --rounds 1 --erm-trials 5",
+        ("critical.csv",),
+        4,
+    ),
 }
 
 
