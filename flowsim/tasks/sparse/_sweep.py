@@ -148,7 +148,8 @@ def fit_scaling(T, m, sigma=None) -> dict[str, Fit]:
             aic, p_value = len(m) * math.log(max(rss, 1e-300) / len(m)) + 2 * (k + 1), math.nan
             inflation = rss / dof if dof else 1.0
         half = 1.96 * np.sqrt(np.diag(covariance) * inflation)
-        r2 = 1.0 - np.sum(residuals**2) / np.sum((m - m.mean()) ** 2)
+        spread = np.sum((m - m.mean()) ** 2)  # 0 when every m* is the same: R^2 undefined (NaN)
+        r2 = 1.0 - np.sum(residuals**2) / spread if spread > 0 else math.nan
         fits[name] = Fit(
             formula, float(params[0]), float(params[1]), (params[0] - half[0], params[0] + half[0]),
             (params[1] - half[1], params[1] + half[1]), float(r2), residuals, chi2, float(aic), p_value,
