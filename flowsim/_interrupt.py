@@ -31,6 +31,9 @@ __all__ = [
 ]
 
 _STOP = threading.Event()
+#: Set once a computation has reported the Ctrl-C (`run_interruptibly` returned interrupted), whose caller then
+#: raises `Interrupted` with what it computed; a Ctrl-C left unreported is raised by `ctrl_c_stops` itself.
+_REPORTED = threading.Event()
 #: Whether solves are interruptible by default (`checking`): SGD scans always are, at no measurable
 #: cost, but a solve cut into segments takes a few percent longer (BENCHMARKS.md).
 _CHECKING = contextvars.ContextVar("flowsim_checking", default=False)
@@ -92,6 +95,7 @@ def ctrl_c_stops() -> Iterator[None]:
         _STOP.set()
 
     _STOP.clear()
+    _REPORTED.clear()
     previous = signal.signal(signal.SIGINT, handler)
     try:
         yield
@@ -101,7 +105,13 @@ def ctrl_c_stops() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
         raise
     signal.signal(signal.SIGINT, previous)
+    unreported = _STOP.is_set() and not _REPORTED.is_set()
     _STOP.clear()
+    _REPORTED.clear()
+    if unreported:
+        # Ctrl-C came when no computation could report it (between two, or after the last one's check):
+        # it is honoured here, once the work of the block is complete, instead of being lost.
+        raise KeyboardInterrupt
 
 
 def stopped() -> bool:
@@ -123,8 +133,12 @@ def run_interruptibly(function, *args):
         future = pool.submit(lambda: jax.block_until_ready(function(*args)))
         while True:
             try:
-                return future.result(timeout=0.1), stopped()
+                outputs = future.result(timeout=0.1)
             except concurrent.futures.TimeoutError:
                 continue
+            interrupted = stopped()
+            if interrupted:
+                _REPORTED.set()  # the caller raises `Interrupted` with these outputs
+            return outputs, interrupted
     finally:
         pool.shutdown(wait=False)
