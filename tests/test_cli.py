@@ -228,7 +228,9 @@ def test_verify_exits_1_when_the_claim_fails(tmp_path, capsys):
     assert status == 1
     assert "FAILS" in stdout and "lam = 0.1" in stdout and "lam = 0.9" in stdout
     assert stderr.strip() == "flowsim verify: the claim failed: not almost every start on M converges to +-(k*, v*)"
-    _assert_files(tmp_path, ["verify.csv", "verify_attractors.csv"])
+    # Each (setting, init) row is a finished unit of the run (--resume), stored as it finishes.
+    units = [f"units/setting-{i}-{init}.npz" for i in range(3) for init in ("manifold", "sphere")]
+    _assert_files(tmp_path, ["verify.csv", "verify_attractors.csv", *units])
     record = _assert_record(tmp_path, "verify", d=D, L=L, n=N, t_max=0.5, saves=SAVES, min_share=0.99)
     assert record["status"] == "ok" and record["summary"] == {"claim_holds": False}
     rows = _table(tmp_path / "verify.csv")
@@ -276,7 +278,7 @@ def test_reproduce_writes_the_summary_and_every_logged_step(tmp_path, capsys):
     status, stdout, _ = _run(capsys, arguments)
     assert status == 0 and "init_manifold" in stdout
     figures = ["init_manifold.png", "init_manifold.pdf"]
-    _assert_files(tmp_path, ["summary.csv", "attractors.csv", "trajectories.csv", *figures])
+    _assert_files(tmp_path, ["summary.csv", "attractors.csv", "trajectories.csv", *figures, "units/init_manifold.npz"])
     _assert_record(tmp_path, "reproduce", quick=True, seeds=N, only=["init_manifold"], engine="overlaps", seed=0)
     (summary,) = _table(tmp_path / "summary.csv")
     assert (summary["experiment"], summary["steps"], summary["seeds"]) == ("init_manifold", "6000", str(N))
