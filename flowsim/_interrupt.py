@@ -3,9 +3,9 @@
 A compiled solve or SGD scan runs in XLA, where Python's KeyboardInterrupt cannot reach it: it
 would take effect only when the whole computation ends. So, within `ctrl_c_stops`, Ctrl-C only
 sets a flag, and the computation runs in a worker thread while the main thread waits in short
-slices (so that the handler runs at once). An SGD scan reads the flag through a host callback
-(`stop_requested`) every thousand steps or so; a solve is cut into segments and reads it between
-them. Either stops there with the states it reached, and the caller raises `Interrupted`, which
+slices (so that the handler runs at once). A computation is cut into compiled segments and the host
+reads the flag between them (`stopped`): an SGD run every thousand steps or so, a solve every few
+percent of its time span. Either stops there with the states it reached, and the caller raises `Interrupted`, which
 carries that partial result. A second Ctrl-C raises KeyboardInterrupt at once.
 """
 
@@ -17,8 +17,6 @@ import threading
 from collections.abc import Iterator
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
 __all__ = [
     "Interrupted",
@@ -26,7 +24,6 @@ __all__ = [
     "checking_enabled",
     "ctrl_c_stops",
     "run_interruptibly",
-    "stop_requested",
     "stopped",
 ]
 
@@ -64,23 +61,9 @@ class Interrupted(KeyboardInterrupt):
         self.task = getattr(result, "task", None)
 
 
-def _stop_flag(when):
-    return np.full(np.shape(when), _STOP.is_set())
-
-
-def stop_requested(when):
-    """Inside a compiled computation: a traced bool, True once the user has pressed Ctrl-C.
-
-    `when` (a traced scalar that changes between checks: a step, a time) keeps the compiler from
-    taking the check out of its loop: a pure callback (an IO one cannot live in a batched `cond`)
-    of a loop-invariant argument could be hoisted and run once.
-    """
-    return jax.pure_callback(_stop_flag, jax.ShapeDtypeStruct((), jnp.bool_), when, vmap_method="broadcast_all")
-
-
 @contextlib.contextmanager
 def ctrl_c_stops() -> Iterator[None]:
-    """Within: Ctrl-C asks the running computation to stop (the flag `stop_requested` reads) instead of
+    """Within: Ctrl-C asks the running computation to stop (the flag `stopped` reads) instead of
     raising KeyboardInterrupt wherever Python happens to be; a second Ctrl-C raises it at once.
 
     In the main thread only (where Python runs signal handlers); elsewhere Ctrl-C is left as it is.
@@ -123,7 +106,7 @@ def run_interruptibly(function, *args):
     """Run `function(*args)` to completion (its outputs ready) in a worker thread, within `ctrl_c_stops`.
 
     The main thread waits in short slices, so that Python runs the Ctrl-C handler at once and the
-    computation sees the flag at its next check (`stop_requested`).
+    computation sees the flag at its next check (`stopped`, between two of its compiled segments).
 
     **Returns:** (outputs, interrupted): whether Ctrl-C asked the computation to stop early.
     """

@@ -1,10 +1,16 @@
 """Finite-sample SGD: many seeds at once (vmap), steps in `lax.scan`, logging and divergence inside it.
 
-`logged_scan` is the runner every SGD of flowsim uses: a task's chain on its state
-(`run_sgd`, from `AbstractTask.sgd_step`) and a task's own trainers (single-location regression
-in R^d). A seed whose state becomes non-finite keeps what it logged before, is NaN from then on,
-and is reported with its first bad step: status DIVERGED in the run's `status`, and in `failures()`.
+`run_logged` is the runner every SGD of flowsim uses (a task's chain on its state, `run_sgd` from
+`AbstractTask.sgd_step`, and a task's own trainers: single-location regression in R^d, the latent
+task's read-out): one seed's training is defined once (`LoggedSteps`), compiled into a start and a
+segment of about a thousand steps (`logged_programs`, cached like any program), and the host strings
+the segments together, looking for Ctrl-C between two. A seed whose state becomes non-finite keeps
+what it logged before, is NaN from then on, and is reported with its first bad step: status DIVERGED
+in the run's `status`, and in `failures()`.
 """
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -14,7 +20,7 @@ from jaxtyping import Array, Float, Int
 
 from flowsim import _status
 from flowsim._checks import InvalidInput, as_key, check_count, check_positive
-from flowsim._interrupt import Interrupted, ctrl_c_stops, run_interruptibly, stop_requested
+from flowsim._interrupt import Interrupted, ctrl_c_stops, run_interruptibly, stopped
 from flowsim._memory import Need, check_fits, format_bytes, tree_bytes
 from flowsim._status import Failure, Status
 from flowsim._task import check_states
@@ -24,12 +30,15 @@ from flowsim.maps import risk_along
 
 __all__ = [
     "NOISE_CHUNK_BYTES",
+    "LoggedPrograms",
+    "LoggedSteps",
     "SGDRun",
     "check_lengths",
     "finish_run",
     "logged_needs",
-    "logged_scan",
+    "logged_programs",
     "make_run",
+    "run_logged",
     "run_sgd",
 ]
 
@@ -83,53 +92,136 @@ class SGDRun(eqx.Module):
         return _status.failures(self.status, self.lr * np.maximum(steps, 0), reasons, steps)
 
 
-def logged_scan(step, record, state, logs: int, log_every: int, draw=None, largest_chunk: int = 256):
-    """Run `step` for logs * log_every steps in `lax.scan`, logging as it goes.
+class LoggedSteps(NamedTuple):
+    """One seed's training, as `logged_programs` runs it.
 
-    `step(state, n) -> state`, or `step(state, n, draw(n))` when `draw` is given: the random
-    numbers of step n are then drawn in bulk for a chunk of steps before they run (fewer,
-    larger operations per step), and depend on n only, not on the chunking or `log_every`. A
-    chunk is the largest divisor of log_every up to `largest_chunk` steps.
-
-    **Returns:** `record(state, n)` (a list of arrays) at n = 0, log_every, ..., stacked on a
-    first axis, then the first step whose state was not finite (-1 if none), then the step at
-    which Ctrl-C stopped the run (-1 if none; `flowsim._interrupt`: later logs are NaN). From a
-    divergence on, the state is NaN: a diverged seed logs no half-finite values.
+    **Fields:** `state`, the start (a pytree of arrays); `step(state, n) -> state`, or
+    `step(state, n, draw(n))` when `draw` is given (the random numbers of step n, drawn in bulk for a
+    chunk of steps before they run, and depending on n only); `record(state, n)`, the list of arrays
+    logged at step n.
     """
-    chunk = _chunk_size(log_every, largest_chunk) if draw is not None else log_every
 
-    def one_step(carry, noise):
-        state, index, first_bad = carry
-        state = step(state, index) if draw is None else step(state, index, noise)
-        bad = ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(state)]))
-        first_bad = jnp.where((first_bad < 0) & bad, index + 1, first_bad)
-        state = jax.tree.map(lambda x: jnp.where(bad, jnp.nan, x), state)
-        return (state, index + 1, first_bad), None
+    state: Any
+    step: Callable
+    record: Callable
+    draw: Callable | None = None
 
-    def one_chunk(carry, _):
-        noise = None if draw is None else jax.vmap(draw)(carry[1] + jnp.arange(chunk))
-        return jax.lax.scan(one_step, carry, noise, length=chunk)[0], None
 
-    # Ctrl-C is looked for (one host callback) every `between` blocks, at least every ~1000 steps.
-    between = max(1, CHECK_EVERY // log_every)
+class LoggedPrograms(NamedTuple):
+    """The two compiled programs of a training run (`logged_programs`), run by `run_logged`."""
 
-    def block(carry, number):
-        running, stopped_at = carry
-        check = (number % between == 0) & (stopped_at < 0)
-        stop = (stopped_at >= 0) | jax.lax.cond(check, stop_requested, lambda _: jnp.asarray(False), number)
-        # A stopped run skips its remaining blocks: they log NaN, and stopped_at says where it stopped.
-        running = jax.lax.cond(
-            stop, lambda c: c, lambda c: jax.lax.scan(one_chunk, c, None, length=log_every // chunk)[0], running
-        )
-        stopped_at = jnp.where(stop & (stopped_at < 0), running[1], stopped_at)
-        logged = jax.tree.map(lambda x: jnp.where(stop, jnp.nan, x), record(running[0], running[1]))
-        return (running, stopped_at), logged
+    start: Callable
+    segment: Callable
 
-    start = ((state, jnp.asarray(0), jnp.asarray(-1)), jnp.asarray(-1))
-    ((_, _, first_bad), stopped_at), logged = jax.lax.scan(block, start, jnp.arange(logs))
-    initial = record(state, jnp.asarray(0))
-    series = [jnp.concatenate([first[None], rest]) for first, rest in zip(initial, logged, strict=True)]
-    return (*series, first_bad, stopped_at)
+
+def logged_programs(build) -> LoggedPrograms:
+    """The compiled programs that run a training defined per seed, in segments the host strings together.
+
+    Made once, at import (module level), so that their compilations are reused: a segment is one program
+    for the run's whole length, and, holding no host callback, it is also kept by JAX's persistent
+    compilation cache. Between two segments the host looks for Ctrl-C (`flowsim._interrupt`).
+
+    **Arguments:**
+
+    - `build(shared, seed, config) -> LoggedSteps`: one seed's training; `shared` is a pytree of arrays
+      common to every seed, `seed` that seed's rows of the per-seed pytree, `config` hashable and static.
+      It is traced in both programs: what it computes before the steps (a dataset from the seed's key)
+      is recomputed, identically, at each segment's start.
+
+    **Returns:** a `LoggedPrograms` for `run_logged`.
+    """
+
+    @eqx.filter_jit
+    def start(shared, per_seed, config, sharded):
+        def one_seed(seed):
+            run = build(shared, seed, config)
+            zero = jnp.asarray(0)
+            return (run.state, zero, jnp.asarray(-1)), run.record(run.state, zero)
+
+        return over_batch(jax.vmap(one_seed), sharded)(per_seed)
+
+    @eqx.filter_jit
+    def segment(shared, per_seed, carry, first, config, layout):
+        blocks, logs, log_every, largest_chunk, sharded = layout
+
+        def one_seed(seed_and_carry, first):
+            seed, carry = seed_and_carry
+            run = build(shared, seed, config)
+            chunk = _chunk_size(log_every, largest_chunk) if run.draw is not None else log_every
+
+            def one_step(carry, noise):
+                state, index, first_bad = carry
+                state = run.step(state, index) if run.draw is None else run.step(state, index, noise)
+                bad = ~jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(state)]))
+                first_bad = jnp.where((first_bad < 0) & bad, index + 1, first_bad)
+                # From a divergence on, the state is NaN: a diverged seed logs no half-finite values.
+                state = jax.tree.map(lambda x: jnp.where(bad, jnp.nan, x), state)
+                return (state, index + 1, first_bad), None
+
+            def one_chunk(carry, _):
+                noise = None if run.draw is None else jax.vmap(run.draw)(carry[1] + jnp.arange(chunk))
+                return jax.lax.scan(one_step, carry, noise, length=chunk)[0], None
+
+            def one_block(carry, number):
+                # The last segment may reach past the run's end: those blocks are skipped (and dropped).
+                carry = jax.lax.cond(
+                    number < logs,
+                    lambda c: jax.lax.scan(one_chunk, c, None, length=log_every // chunk)[0],
+                    lambda c: c,
+                    carry,
+                )
+                return carry, run.record(carry[0], carry[1])
+
+            return jax.lax.scan(one_block, carry, first + jnp.arange(blocks))
+
+        return over_batch(jax.vmap(one_seed, in_axes=(0, None)), sharded)((per_seed, carry), first)
+
+    return LoggedPrograms(start, segment)
+
+
+def run_logged(
+    programs: LoggedPrograms,
+    shared,
+    per_seed,
+    config,
+    *,
+    logs: int,
+    log_every: int,
+    largest_chunk: int = 256,
+    sharded: bool = False,
+):
+    """Run `logs * log_every` steps of every seed's training (`logged_programs`), logging every `log_every`.
+
+    The steps run in compiled segments of about `CHECK_EVERY` steps (whole logging blocks); between two,
+    the host looks for Ctrl-C (`flowsim._interrupt.stopped`) and, if asked, stops there: the later logs
+    are NaN and `stopped_at` says where. Call it through `run_interruptibly`. A chunk of steps whose noise
+    is drawn at once is the largest divisor of log_every up to `largest_chunk` steps.
+
+    **Returns:** `record(state, n)` at n = 0, log_every, ..., each item stacked as (seeds, logs + 1, ...),
+    then the first step whose state was not finite per seed (-1 if none), then the step at which Ctrl-C
+    stopped the run per seed (-1 if none).
+    """
+    blocks = min(logs, max(1, CHECK_EVERY // log_every))
+    layout = (blocks, logs, log_every, largest_chunk, sharded)
+    carry, initial = programs.start(shared, per_seed, config, sharded)
+    pieces, stopped_at = [], -1
+    for first in range(0, logs, blocks):
+        if stopped():
+            stopped_at = first * log_every
+            break
+        carry, logged = programs.segment(shared, per_seed, carry, jnp.asarray(first), config, layout)
+        jax.block_until_ready(carry)  # one segment at a time: the next check comes after this one ran
+        pieces.append(logged)
+    seeds = carry[1].shape[0]
+    series = []
+    for i, first_log in enumerate(initial):
+        parts = [first_log[:, None], *(piece[i] for piece in pieces)]
+        logged = jnp.concatenate(parts, axis=1)[:, : logs + 1]
+        missing = logs + 1 - logged.shape[1]  # stopped: the logs it did not reach are NaN
+        if missing:
+            logged = jnp.concatenate([logged, jnp.full((seeds, missing, *logged.shape[2:]), jnp.nan)], axis=1)
+        series.append(logged)
+    return (*series, carry[2], jnp.full((seeds,), stopped_at))
 
 
 def _chunk_size(log_every: int, largest: int = 256) -> int:
@@ -137,9 +229,10 @@ def _chunk_size(log_every: int, largest: int = 256) -> int:
     return next(c for c in range(min(log_every, largest), 0, -1) if log_every % c == 0)
 
 
-#: Steps between two looks for Ctrl-C in a scan (a host callback each): latency against overhead.
+#: Steps in one compiled segment of a training run (`run_logged`), between two looks for Ctrl-C: latency
+#: against the overhead of a call.
 CHECK_EVERY = 1000
-#: Bytes of random numbers drawn at once for all seeds (`logged_scan`'s chunks): large enough to
+#: Bytes of random numbers drawn at once for all seeds (`run_logged`'s chunks): large enough to
 #: amortise each draw, small beside any machine's memory.
 NOISE_CHUNK_BYTES = 64 * 2**20
 
@@ -231,15 +324,14 @@ def run_sgd(
         ],
     )
     task = traced(task)
-    # The seeds (their keys, and their starts if given) split over every device (a no-op on one).
-    placed = shard_batch((jax.random.split(key, seeds), y0))
+    # The seeds (their keys, and their starts: given, or drawn in the run) split over every device (a no-op on one).
+    keys = jax.random.split(key, seeds)
+    placed = shard_batch((keys, jnp.zeros((seeds, task.dimension)) if y0 is None else y0))
+    config = (init if y0 is None else None, batch)
+    layout = dict(logs=steps // log_every, log_every=log_every, largest_chunk=largest_chunk, sharded=placed.sharded)
     with ctrl_c_stops():
         logged, interrupted = run_interruptibly(
-            _run_chain,
-            task,
-            jnp.asarray(lr, dtype=float),
-            *placed.value,
-            (init if y0 is None else None, steps // log_every, log_every, batch, largest_chunk, placed.sharded),
+            lambda: run_logged(_CHAIN, (task, jnp.asarray(lr, dtype=float)), placed.value, config, **layout)
         )
     return finish_run(make_run(task, lr, steps, log_every, *placed.gather(logged)), interrupted)
 
@@ -267,24 +359,23 @@ def init_states(task, init, seeds: int):
     return jnp.asarray(y0)
 
 
-@eqx.filter_jit
-def _run_chain(task, lr, seed_keys, y0, config):
-    init, logs, log_every, batch, largest_chunk, sharded = config
+def _chain_seed(shared, seed, config) -> LoggedSteps:
+    """One seed of a task's SGD chain: its start (drawn from its key, or given) and its steps."""
+    task, lr = shared
+    seed_key, y0 = seed
+    init, batch = config
+    key_init, key_data = jax.random.split(seed_key)
+    if init is not None:
+        y0 = task.initial_states(key_init, 1, init)[0]
 
-    def one_seed(seed_key, y0):
-        key_init, key_data = jax.random.split(seed_key)
-        if init is not None:
-            y0 = task.initial_states(key_init, 1, init)[0]
+    def draw(index):
+        return task.sgd_noise(jax.random.fold_in(key_data, index), batch)
 
-        def draw(index):
-            return task.sgd_noise(jax.random.fold_in(key_data, index), batch)
+    def step(y, index, noise):
+        return task.sgd_step(lr * index, y, lr, noise, batch)
 
-        def step(y, index, noise):
-            return task.sgd_step(lr * index, y, lr, noise, batch)
+    return LoggedSteps(y0, step, lambda y, index: [y], draw)
 
-        return logged_scan(step, lambda y, index: [y], y0, logs, log_every, draw, largest_chunk)
 
-    # Each device runs its own seeds' chains (flowsim.devices.over_batch; vmap alone on one device).
-    if y0 is None:
-        return over_batch(jax.vmap(lambda k: one_seed(k, None)), sharded)(seed_keys)
-    return over_batch(jax.vmap(lambda pair: one_seed(*pair)), sharded)((seed_keys, y0))
+#: The chain's compiled programs (each device runs its own seeds: `flowsim.devices.over_batch`).
+_CHAIN = logged_programs(_chain_seed)

@@ -2,8 +2,12 @@
 
 Nothing here pins FLOWSIM_HOST_DEVICES: the executable splits the CPU into one JAX device per core
 (2 on the 2-core machine), so the batches run sharded, as they do for every user with more than one
-core. Each command runs in a subprocess of its own, one after the other in a background thread
-started when this module starts, sharing the session's compilation cache (tests/conftest.py).
+core. Each command runs in a subprocess of its own, sharing the session's compilation cache
+(tests/conftest.py). A subprocess pays its imports and compiles again, so the runs are few: one command
+whose flow and SGD chain both run sharded (`compare --attention softmax`: a map taken by a rule, solved by
+the task's own solver), and one run stopped by a real SIGINT and resumed. The engine's sharded numbers
+are checked against one device in tests/test_devices.py; every command's own path in tests/test_cli.py;
+the other commands' interruption and --resume in this process in tests/test_runs.py.
 
 Interruption is a real SIGINT, sent once the run's record lists a finished unit of work; the run is
 then resumed with --resume, and its tables must equal, byte for byte, those of an uninterrupted run.
@@ -27,22 +31,11 @@ TINY = "--d 10 --L 3"
 #: Runs that must succeed with the default device split: name: arguments (--out is added). Diffrax's implicit
 #: solvers under the split (`flow --solver kvaerno5` failed so) are checked in tests/test_devices.py.
 RUNS = {
-    "flow_softmax": f"flow --attention softmax {TINY} --n 3 --t-max 2 --saves 3",
-    "portrait": f"portrait {TINY} --trajectories 3 --t-max 5 --grid 5",
     "compare_softmax": f"compare --attention softmax {TINY} --steps 20 --log-every 10 --seeds 3 --lr 0.01",
 }
-#: Interrupted, resumed and uninterrupted: name: (arguments, the tables to compare, units of the whole run).
+#: Interrupted, resumed and uninterrupted: name: (arguments, the tables to compare, units of the whole run). The
+#: l1 control's sweep: the cheapest command with units (scikit-learn fits, few compilations).
 RESUMED = {
-    "reproduce": (
-        "reproduce --quick --seeds 2 --only init_manifold sgd_sphere_schedule sphere_small_lambda",
-        ("summary.csv", "attractors.csv", "trajectories.csv"),
-        3,
-    ),
-    "advantage": (
-        f"advantage --quick --maps erf {TINY} --bayes-samples 1000",
-        ("advantage.csv",),
-        4,
-    ),
     "sparse": (
         "sparse sweep --Ts 8,16 --learners l1 --seeds 2 --candidates 2 --rounds 1 --erm-trials 5",
         ("critical.csv",),
@@ -117,7 +110,7 @@ def _ok(result: subprocess.CompletedProcess) -> None:
 
 @pytest.mark.parametrize("name", RUNS)
 def test_commands_run_on_the_default_device_split(runs, name):
-    """flow (softmax attention), portrait and compare (softmax) with the batch split over one device per core:
+    """compare (softmax attention: its flow and its SGD chain) with the batch split over one device per core:
     exit 0, no traceback, the files written and run.json on 2 devices."""
     result = runs(name)
     _ok(result)
@@ -149,16 +142,16 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_tables(runs, name):
 
 def test_replace_refuses_a_folder_holding_a_users_file(runs, tmp_path):
     """--replace deletes only what the earlier run recorded: beside a user's file it refuses, and the file stays."""
-    result = runs("portrait")
+    result = runs("compare_softmax")
     out = Path(result.args[result.args.index("--out") + 1])
     folder = tmp_path / "earlier"
     shutil.copytree(out, folder)
     (folder / "my_notes.txt").write_text("mine")
     (folder / "my_analysis").mkdir()
-    refused = _run(f"{RUNS['portrait']} --replace", folder)
+    refused = _run(f"{RUNS['compare_softmax']} --replace", folder)
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [
-        f"flowsim portrait: error: cannot replace the earlier run in {folder}: it also holds what flowsim did not "
+        f"flowsim compare: error: cannot replace the earlier run in {folder}: it also holds what flowsim did not "
         "write (my_analysis, my_notes.txt); move those away or give another folder"
     ]
     assert (folder / "my_notes.txt").read_text() == "mine" and (folder / "my_analysis").is_dir()

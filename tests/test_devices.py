@@ -121,11 +121,11 @@ SGD = ("ys", "first_bad", "stopped_at")
 sharded = fields(slr.run_sgd(problem, key, **options), SGD + ("risk",))
 with devices.unsharded():
     whole = fields(slr.run_sgd(problem, key, **options), SGD + ("risk",))
-    # Each device's seeds through the chain run_sgd compiles: (init, logs, log_every, batch, largest chunk, sharded).
-    keys, config = jax.random.split(key, 3), (None, 4, 10, 1, 256, False)
+    # Each device's seeds through the chain's programs as run_sgd runs them: config (init, batch); 4 logs of 10 steps.
+    keys, shared = jax.random.split(key, 3), (traced(problem), jax.numpy.asarray(0.05))
     parts_sgd = []
     for rows in (np.array([0, 1]), np.array([2, 0])):
-        logged = sgd._run_chain(traced(problem), jax.numpy.asarray(0.05), keys[rows], starts[rows], config)
+        logged = sgd.run_logged(sgd._CHAIN, shared, (keys[rows], starts[rows]), (None, 1), logs=4, log_every=10)
         parts_sgd.append({name: np.asarray(value) for name, value in zip(SGD, logged)})
 out["sgd"] = compare(sharded, whole, joined(parts_sgd, (2, 1)), ("ys", "risk"))
 print(json.dumps(out))

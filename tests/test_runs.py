@@ -21,6 +21,7 @@ import pytest
 import flowsim
 from flowsim import _memory, results
 from flowsim.cli import main
+from flowsim.results import RunRecord
 from tests.test_engine_generic import TASK, Y0
 
 #: Seconds before the SIGINT (the toy task's compilation takes about one) and the longest wait
@@ -143,3 +144,46 @@ def test_a_memory_estimate_uses_the_devices_or_the_hosts_memory():
     assert _memory.format_bytes(3 * 2**30) == "3 GiB" and _memory.format_bytes(512) == "512 B"
     shapes = jax.eval_shape(lambda key: TASK.sgd_noise(key, 4), jax.random.key(0))
     assert _memory.tree_bytes(shapes) == 9 * 8
+
+
+#: Interrupted, resumed and uninterrupted in this process: name: (arguments, the tables to compare, units of the
+#: whole run). Two experiments of one kind (one compiled map and flow serve both). The installed executable, its
+#: device split and a SIGINT from outside: tests/test_default_devices.py.
+RESUMED = {
+    "reproduce": (
+        "reproduce --quick --seeds 2 --only sphere_small_lambda sphere_schedule",
+        ("summary.csv", "attractors.csv", "trajectories.csv"),
+        2,
+    ),
+    "advantage": ("advantage --quick --maps erf --d 10 --L 3 --bayes-samples 1000", ("advantage.csv",), 4),
+}
+
+
+@pytest.mark.parametrize("name", RESUMED)
+def test_an_interrupted_command_resumes_to_the_uninterrupted_tables(name, tmp_path, capsys, monkeypatch):
+    """A real SIGINT to this process as the first unit of work is stored: exit 130, run.json "interrupted" with
+    that unit kept; the same command with --resume reads it back, computes the rest, and writes the tables of an
+    uninterrupted run byte for byte. The interrupted run goes first: the later ones reuse its compiled programs."""
+    arguments, tables, units = RESUMED[name]
+    store = RunRecord.unit
+
+    def unit_then_ctrl_c(record, unit, compute):
+        value = store(record, unit, compute)
+        if len(record.units) == 1 and record.resumed is None:
+            os.kill(os.getpid(), signal.SIGINT)  # the handler runs at once, in this (the main) thread
+        return value
+
+    monkeypatch.setattr(RunRecord, "unit", unit_then_ctrl_c)
+    resumed = tmp_path / "resumed"
+    assert main([*arguments.split(), "--out", str(resumed)]) == 130
+    assert "--resume" in capsys.readouterr().err
+    record = json.loads((resumed / "run.json").read_text())
+    assert record["status"] == "interrupted" and len(record["units"]) == 1
+    assert main([*arguments.split(), "--out", str(resumed), "--resume"]) == 0
+    assert "1 finished units read back" in capsys.readouterr().err
+    record = json.loads((resumed / "run.json").read_text())
+    assert record["status"] == "ok" and record["resumed_units"] == 1 and len(record["units"]) == units
+    monkeypatch.undo()
+    assert main([*arguments.split(), "--out", str(tmp_path / "whole")]) == 0
+    for table in tables:
+        assert (resumed / table).read_bytes() == (tmp_path / "whole" / table).read_bytes(), table

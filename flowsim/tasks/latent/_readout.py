@@ -27,7 +27,16 @@ from flowsim._status import Failure, Status
 from flowsim._task import AbstractTask, Parameter
 from flowsim.integrate import traced
 from flowsim.results import long_table
-from flowsim.sgd import SGDRun, check_lengths, finish_run, logged_needs, logged_scan, make_run
+from flowsim.sgd import (
+    LoggedSteps,
+    SGDRun,
+    check_lengths,
+    finish_run,
+    logged_needs,
+    logged_programs,
+    make_run,
+    run_logged,
+)
 from flowsim.tasks.latent import _generated
 from flowsim.tasks.latent._attention import softmax_attention
 
@@ -216,10 +225,12 @@ def train_readout(
     check_choice("init", init, task.initialisations)
     n_test = check_count("n_test", n_test, 1)
     check_work("train_readout", *train_readout_work(task, L, n, n_test, steps, batch, log_every, seeds))
-    config = (init, L, n, n_test, batch, steps // log_every, log_every)
-    keys = jax.random.split(as_key(key), seeds)
+    config = (init, L, n, n_test, batch)
+    shared, keys = (traced(task), jnp.asarray(lr, dtype=float)), jax.random.split(as_key(key), seeds)
     with ctrl_c_stops():
-        logged, interrupted = run_interruptibly(_train, traced(task), jnp.asarray(lr, dtype=float), keys, config)
+        logged, interrupted = run_interruptibly(
+            lambda: run_logged(_TRAINING, shared, keys, config, logs=steps // log_every, log_every=log_every)
+        )
     ys, train, test, first_bad, stopped_at = logged
     return finish_run(make_run(task, lr, steps, log_every, ys, first_bad, stopped_at, train, test), interrupted)
 
@@ -236,39 +247,40 @@ def _empirical_risk(w, a, keys, labels):
     return jnp.mean((softmax_attention(a, keys, keys) @ w - labels) ** 2)
 
 
-@eqx.filter_jit
-def _train(task, lr, seed_keys, config):
-    init, L, n, n_test, batch, logs, log_every = config
+def _training_seed(shared, seed_key, config) -> LoggedSteps:
+    """One seed's gradient descent on (w, a): its start, training and held-out sequences, steps and logs."""
+    task, lr = shared
+    init, L, n, n_test, batch = config
     beta = _beta(task.d)
+    key_init, key_data, key_test, key_order = jax.random.split(seed_key, 4)
+    w, a = (x[0] for x in task.initial_vectors(key_init, 1, init))
+    keys, labels = _sequences(task, key_data, L, n)
+    test_keys, test_labels = _sequences(task, key_test, L, n_test)
 
-    def one_seed(seed_key):
-        key_init, key_data, key_test, key_order = jax.random.split(seed_key, 4)
-        w, a = (x[0] for x in task.initial_vectors(key_init, 1, init))
-        keys, labels = _sequences(task, key_data, L, n)
-        test_keys, test_labels = _sequences(task, key_test, L, n_test)
+    def step(state, index):
+        w, a = state
+        rows_keys, rows_labels = keys, labels
+        if batch < n:
+            per_epoch = n // batch
+            order = jax.random.permutation(jax.random.fold_in(key_order, index // per_epoch), n)
+            rows = jax.lax.dynamic_slice(order, ((index % per_epoch) * batch,), (batch,))
+            rows_keys, rows_labels = keys[rows], labels[rows]
+        g_w, g_a = jax.grad(_empirical_risk, (0, 1))(w, a, rows_keys, rows_labels)
+        return w - lr * g_w, a - lr * g_a
 
-        def step(state, index):
-            w, a = state
-            rows_keys, rows_labels = keys, labels
-            if batch < n:
-                per_epoch = n // batch
-                order = jax.random.permutation(jax.random.fold_in(key_order, index // per_epoch), n)
-                rows = jax.lax.dynamic_slice(order, ((index % per_epoch) * batch,), (batch,))
-                rows_keys, rows_labels = keys[rows], labels[rows]
-            g_w, g_a = jax.grad(_empirical_risk, (0, 1))(w, a, rows_keys, rows_labels)
-            return w - lr * g_w, a - lr * g_a
+    def record(state, index):
+        w, a = state
+        return [
+            readout_overlaps(w, a, beta),
+            _empirical_risk(w, a, keys, labels),
+            _empirical_risk(w, a, test_keys, test_labels),
+        ]
 
-        def record(state, index):
-            w, a = state
-            return [
-                readout_overlaps(w, a, beta),
-                _empirical_risk(w, a, keys, labels),
-                _empirical_risk(w, a, test_keys, test_labels),
-            ]
+    return LoggedSteps((w, a), step, record)
 
-        return logged_scan(step, record, (w, a), logs, log_every)
 
-    return jax.vmap(one_seed)(seed_keys)
+#: The compiled programs of the read-out's training.
+_TRAINING = logged_programs(_training_seed)
 
 
 class ReadoutLearning(eqx.Module):

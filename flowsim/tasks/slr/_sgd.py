@@ -7,11 +7,10 @@ loss on the batch drawn from the fixed dataset (dataset), or of the exact
 population risk through the overlaps (population). Engine "rd" keeps k, v and the
 samples in R^d; engine "overlaps" runs online SGD as the exact Markov chain on the five
 overlaps (`Problem.sgd_step`, run by `flowsim.sgd.run_sgd`). Both use the engine's runner
-(`flowsim.sgd.logged_scan`): seeds in parallel (vmap), steps in `lax.scan`, logging inside the
-scan; the closed-form risk of the logged overlaps is evaluated after it.
+(`flowsim.sgd.run_logged`): seeds in parallel (vmap), steps in `lax.scan` in compiled segments, logging
+inside them; the closed-form risk of the logged overlaps is evaluated after it.
 """
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,7 +20,17 @@ from flowsim._checks import InvalidInput, as_key, check_choice, check_count
 from flowsim._interrupt import ctrl_c_stops, run_interruptibly
 from flowsim._memory import Need, check_fits
 from flowsim.integrate import traced
-from flowsim.sgd import SGDRun, check_lengths, finish_run, init_states, logged_needs, logged_scan, make_run
+from flowsim.sgd import (
+    LoggedSteps,
+    SGDRun,
+    check_lengths,
+    finish_run,
+    init_states,
+    logged_needs,
+    logged_programs,
+    make_run,
+    run_logged,
+)
 from flowsim.sgd import run_sgd as run_chain
 from flowsim.tasks.slr._data import GroundTruth, empirical_risk, ground_truth, sample
 from flowsim.tasks.slr._overlap_sgd import frame
@@ -166,10 +175,16 @@ def run_sgd(
         raise InvalidInput(f"init 'manifold' needs d >= 3, got d = {problem.d}")
     init = "given" if m0 is not None else init
     m0 = jnp.zeros((seeds, 5)) if m0 is None else m0
-    config = (mode, init, steps // log_every, log_every, batch, n, n_test, DTYPES[dtype])
-    keys = jax.random.split(as_key(key), seeds)
+    config = (mode, init, batch, n, n_test, DTYPES[dtype])
+    shared = (traced(problem), jnp.asarray(lr, dtype=float))
+    per_seed = (jax.random.split(as_key(key), seeds), m0)
     with ctrl_c_stops():
-        logged, interrupted = run_interruptibly(_run, traced(problem), jnp.asarray(lr, dtype=float), keys, m0, config)
+        logged, interrupted = run_interruptibly(
+            lambda: run_logged(_RD, shared, per_seed, config, logs=steps // log_every, log_every=log_every)
+        )
+    if mode == "dataset":
+        m, train, test, first_bad, stopped_at = logged
+        logged = (m, first_bad, stopped_at, train, test)
     return finish_run(make_run(problem, lr, steps, log_every, *logged), interrupted)
 
 
@@ -197,53 +212,51 @@ def _check_memory(problem, mode, logs, batch, seeds, n, n_test, dtype) -> None:
     check_fits("run_sgd", needs)
 
 
-@eqx.filter_jit
-def _run(problem, lr, seed_keys, m0, config):
-    mode, init, logs, log_every, batch, n, n_test, dtype = config
+def _rd_seed(shared, seed, config) -> LoggedSteps:
+    """One seed's training in R^d: its hidden directions, start, data, steps and logs."""
+    problem, lr = shared
+    seed_key, m0 = seed
+    mode, init, batch, n, n_test, dtype = config
+    key_truth, key_init, key_data, key_test = jax.random.split(seed_key, 4)
+    truth64 = ground_truth(key_truth, problem.d)
+    truth = GroundTruth(truth64.k_star.astype(dtype), truth64.v_star.astype(dtype))
+    k, v = _initial_vectors(init, truth, key_init, m0)
+    dataset = sample(problem, truth, key_data, n, dtype)[:2] if mode == "dataset" else None
+    held_out = sample(problem, truth, key_test, n_test, dtype)[:2] if mode == "dataset" else None
 
-    def one_seed(seed_key, m0):
-        key_truth, key_init, key_data, key_test = jax.random.split(seed_key, 4)
-        truth64 = ground_truth(key_truth, problem.d)
-        truth = GroundTruth(truth64.k_star.astype(dtype), truth64.v_star.astype(dtype))
-        k, v = _initial_vectors(init, truth, key_init, m0)
-        dataset = sample(problem, truth, key_data, n, dtype)[:2] if mode == "dataset" else None
-        held_out = sample(problem, truth, key_test, n_test, dtype)[:2] if mode == "dataset" else None
+    def gradients(k, v, step, lam):
+        if mode == "population":
+            return jax.grad(lambda k, v: problem.risk(lr * step, overlaps(k, v, truth)), (0, 1))(k, v)
+        if mode == "online":
+            X, y, _ = sample(problem, truth, jax.random.fold_in(key_data, step), batch, dtype)
+        else:
+            X, y = dataset
+            if batch < n:
+                per_epoch = n // batch
+                order = jax.random.permutation(jax.random.fold_in(key_data, step // per_epoch), n)
+                rows = jax.lax.dynamic_slice(order, ((step % per_epoch) * batch,), (batch,))
+                X, y = X[rows], y[rows]
+        return jax.grad(empirical_risk, (2, 3))(X, y, k, v, lam, problem.attention)
 
-        def gradients(k, v, step, lam):
-            if mode == "population":
-                return jax.grad(lambda k, v: problem.risk(lr * step, overlaps(k, v, truth)), (0, 1))(k, v)
-            if mode == "online":
-                X, y, _ = sample(problem, truth, jax.random.fold_in(key_data, step), batch, dtype)
-            else:
-                X, y = dataset
-                if batch < n:
-                    per_epoch = n // batch
-                    order = jax.random.permutation(jax.random.fold_in(key_data, step // per_epoch), n)
-                    rows = jax.lax.dynamic_slice(order, ((step % per_epoch) * batch,), (batch,))
-                    X, y = X[rows], y[rows]
-            return jax.grad(empirical_risk, (2, 3))(X, y, k, v, lam, problem.attention)
+    def step(state, index):
+        k, v = state
+        lam = problem.lam_at(lr * index).astype(dtype)
+        g_k, g_v = gradients(k, v, index, lam)
+        return projected_step(k, g_k, lr.astype(dtype)), projected_step(v, g_v, lr.astype(dtype))
 
-        def step(state, index):
-            k, v = state
+    def record(state, index):
+        k, v = state
+        out = [overlaps(k.astype(float), v.astype(float), truth64)]
+        if mode == "dataset":
             lam = problem.lam_at(lr * index).astype(dtype)
-            g_k, g_v = gradients(k, v, index, lam)
-            return projected_step(k, g_k, lr.astype(dtype)), projected_step(v, g_v, lr.astype(dtype))
+            out += [
+                empirical_risk(*dataset, k, v, lam, problem.attention),
+                empirical_risk(*held_out, k, v, lam, problem.attention),
+            ]
+        return out
 
-        def record(state, index):
-            k, v = state
-            out = [overlaps(k.astype(float), v.astype(float), truth64)]
-            if mode == "dataset":
-                lam = problem.lam_at(lr * index).astype(dtype)
-                out += [
-                    empirical_risk(*dataset, k, v, lam, problem.attention),
-                    empirical_risk(*held_out, k, v, lam, problem.attention),
-                ]
-            return out
+    return LoggedSteps((k, v), step, record)
 
-        return logged_scan(step, record, (k, v), logs, log_every)
 
-    outputs = jax.vmap(one_seed)(seed_keys, m0)
-    if mode == "dataset":
-        m, train, test, first_bad, stopped_at = outputs
-        return m, first_bad, stopped_at, train, test
-    return outputs
+#: The compiled programs of training in R^d.
+_RD = logged_programs(_rd_seed)
