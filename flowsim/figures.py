@@ -122,18 +122,23 @@ def _draw_streamlines(ax, planar, grid: int) -> None:
 #: Grid points whose field is evaluated at once: a task whose field takes an expectation by a rule holds
 #: arrays of the rule's size per point (a 400 x 400 grid at once would need tens of GB).
 _GRID_CHUNK = 256
+#: Grid points per compiled call: every grid (streamlines, nullclines) is cut into such blocks, so that one
+#: compiled program serves every grid size.
+_GRID_BLOCK = 4096
 
 
-def _field_on_grid(t, points, task):
-    """The planar field on a grid of points (rows, columns, 2), in chunks: one compilation per grid shape."""
-    flat = points.reshape(-1, points.shape[-1])
-    values = jax.lax.map(lambda y: task_vector_field(t, y, task), flat, batch_size=_GRID_CHUNK)
-    return values.reshape(points.shape)
+def _field_on_points(t, points, task):
+    """The planar field at points (_GRID_BLOCK, 2), _GRID_CHUNK points at a time."""
+    return jax.lax.map(lambda y: task_vector_field(t, y, task), points, batch_size=_GRID_CHUNK)
 
 
 def _velocity(planar, x, y) -> np.ndarray:
     """The planar field at the points (x, y) (2-D grids), as a NumPy array (..., 2)."""
-    return np.asarray(evaluate(_field_on_grid, 0.0, np.stack([x, y], axis=-1), planar))
+    points = np.stack([x.ravel(), y.ravel()], axis=-1)
+    blocks = -(-len(points) // _GRID_BLOCK)
+    padded = np.concatenate([points, np.repeat(points[:1], blocks * _GRID_BLOCK - len(points), axis=0)])
+    values = [np.asarray(evaluate(_field_on_points, 0.0, block, planar)) for block in np.split(padded, blocks)]
+    return np.concatenate(values)[: len(points)].reshape(*x.shape, 2)
 
 
 def _draw_nullclines(ax, planar) -> None:
