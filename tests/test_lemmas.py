@@ -4,6 +4,7 @@ Quadrature of smooth integrands against the Gaussian density reaches ~1e-12 with
 scipy's adaptive quad (epsabs 1e-13), so the lemmas are asserted to 1e-10.
 """
 
+import functools
 import itertools
 
 import numpy as np
@@ -33,7 +34,12 @@ def _zeta_quadrature(a, b):
 
 
 def _numeric(expr):
-    """Lambdify an expression of (a, b), with the project's special functions."""
+    """Lambdify an expression of (a, b), with the project's special functions (once per expression)."""
+    return _lambdified(expr)
+
+
+@functools.cache
+def _lambdified(expr):
     modules = [{"OwensT": special.owens_t, "Zeta": _zeta_quadrature, "erf": special.erf}, "numpy"]
     return sp.lambdify((A, B), expr, modules=modules)
 
@@ -43,9 +49,23 @@ def _gauss_mean(f):
     return integrate.quad(density, -np.inf, np.inf, epsabs=1e-13, epsrel=1e-13, limit=200)[0]
 
 
+@functools.cache
 def _erf_derivative(n):
+    """The n-th derivative of erf as a NumPy function (lambdified once per n)."""
     x = sp.Symbol("x")
     return sp.lambdify(x, erf_derivative_closed(n, x), modules=[{"erf": special.erf}, "numpy"])
+
+
+@functools.cache
+def _mean_erf_derivative(n):
+    """The lemma's closed form, derived once per n (the grid's points share it)."""
+    return mean_erf_derivative(n, A, B)
+
+
+@functools.cache
+def _mean_erf_pair(i, j):
+    """The lemma's closed form, derived once per (i, j)."""
+    return mean_erf_pair(i, j, A, B)
 
 
 @pytest.mark.parametrize(("a", "b"), GRID)
@@ -70,8 +90,9 @@ def test_zeta_at_zero_is_arcsine(b):
 @pytest.mark.parametrize(("a", "b"), GRID)
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_mean_erf_derivative(n, a, b):
-    expected = _gauss_mean(lambda z: _erf_derivative(n)(a + b * z))
-    assert _numeric(mean_erf_derivative(n, A, B))(a, b) == pytest.approx(expected, abs=TOL)
+    f = _erf_derivative(n)
+    expected = _gauss_mean(lambda z: f(a + b * z))
+    assert _numeric(_mean_erf_derivative(n))(a, b) == pytest.approx(expected, abs=TOL)
 
 
 @pytest.mark.parametrize(("a", "b"), GRID)
@@ -79,7 +100,7 @@ def test_mean_erf_derivative(n, a, b):
 def test_mean_erf_pair(i, j, a, b):
     f, g = _erf_derivative(i), _erf_derivative(j)
     expected = _gauss_mean(lambda z: f(a + b * z) * g(a + b * z))
-    assert _numeric(mean_erf_pair(i, j, A, B))(a, b) == pytest.approx(expected, abs=TOL)
+    assert _numeric(_mean_erf_pair(i, j))(a, b) == pytest.approx(expected, abs=TOL)
 
 
 @pytest.mark.parametrize(("a", "b"), GRID)
