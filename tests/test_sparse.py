@@ -2,7 +2,9 @@
 constructed head and the softmax Lipschitz lemma, the learners (the head, the paper's one-layer Transformer, the
 l1 control), the training budgets, the critical sample size and the model selection of its law."""
 
+import functools
 import itertools
+import logging
 import math
 
 import equinox as eqx
@@ -77,6 +79,46 @@ def test_identification_matches_brute_force(function):
         assert sparse.identifies(target, x, y, np.asarray(support), np.asarray(table)) == (not any(others))
 
 
+@pytest.mark.parametrize("function", ["and", "or"])
+def test_the_and_or_identification_matches_every_support(function):
+    """`identifies` for the AND and the OR (which searches pairs of columns by a matrix product) against a test of
+    every s-subset of the T positions, at s from 1 to 4, on labels of the target and on arbitrary labels."""
+    rng = np.random.default_rng(5)
+    for trial in range(400):
+        s = 1 + trial % 4
+        target = SparseTarget(int(rng.integers(max(s, 2), 10)), s, function)
+        support = np.sort(rng.choice(target.T, s, replace=False))
+        x = rng.random((int(rng.integers(0, 20)), target.T)) < rng.uniform(0.3, 0.95)
+        y = {"and": x[:, support].all(axis=1), "or": x[:, support].any(axis=1)}[function]
+        y = rng.random(len(x)) < 0.5 if trial % 5 == 0 else y
+        g = {"and": lambda bits: bits.all(axis=1), "or": lambda bits: bits.any(axis=1)}[function]
+        others = [
+            np.array_equal(g(x[:, J]), y) for J in itertools.combinations(range(target.T), s) if J != tuple(support)
+        ]
+        identified = sparse.identifies(target, x, y, support, target.truth_table(0))
+        assert identified == (not any(others)), (trial, function, s)
+
+
+def test_samples_are_the_first_rows_of_one_draw():
+    """`sample_bits` draws m samples from one compiled program per power of two of rows: they are the bits of
+    `jax.random.bernoulli(key, p, (m, T))` at every m (with JAX's partitionable Threefry, its default, row i of a
+    draw does not depend on how many rows follow); and the ERM limit's trials, drawn by one program per target,
+    are those of one trial at a time."""
+    target = SparseTarget(13, 3)
+    one, many = (np.asarray(jax.random.bernoulli(jax.random.key(9), target.p, (m, 13))) for m in (1, 300))
+    np.testing.assert_array_equal(one, many[:1])
+    for m in (0, 1, 63, 64, 65, 300):
+        np.testing.assert_array_equal(np.asarray(sparse.sample_bits(target, 9, m)), many[:m])
+    found = sparse.erm_identifiability(target, 3, trials=4, max_m=60)
+    for trial, key in enumerate(jax.random.split(jax.random.key(3), 4)):
+        key_support, key_samples = jax.random.split(key)
+        support, table = target.draw_support(key_support)
+        x = np.asarray(jax.random.bernoulli(key_samples, target.p, (60, 13)))
+        y = x[:, np.asarray(support)].all(axis=1)
+        m = next((m for m in range(1, 61) if sparse.identifies(target, x[:m], y[:m], support, table)), 61)
+        assert found[trial] == m
+
+
 def test_erm_identifiability_of_the_3_and():
     """The median number of samples at which the 3-AND is the only consistent one (docs/science.md section 8:
     14, 20, 24, 28, 34 at T = 10, 30, 100, 300, 1000 from 200 trials). Here 200 trials per T; the median of 200
@@ -119,17 +161,24 @@ def test_the_constructed_head():
             assert (read == y).mean() == accuracy
 
 
+@functools.partial(jax.jit, static_argnums=1)
+def _lipschitz_pairs(key, T):
+    """500 random pairs (a, b) at each scale 1e-3, 1 and 30: both sides of the lemma, (scales, 500) each."""
+
+    def at(scale, key):
+        k1, k2 = jax.random.split(key)
+        a = scale * jax.random.normal(k1, (500, T))
+        return sparse.softmax_lipschitz_gap(a, a + scale * jax.random.uniform(k2, (500, T), minval=-1, maxval=1))
+
+    return jax.vmap(at)(jnp.array([1e-3, 1.0, 30.0]), jax.random.split(key, 3))
+
+
 def test_the_softmax_lipschitz_lemma():
     """||softmax(a) - softmax(b)||_1 <= 2 ||a - b||_inf for random pairs at T from 2 to 4096, scaled from
     1e-3 to 30 (and close to equality for a single large coordinate shift)."""
-    key = jax.random.key(0)
     for T in (2, 17, 4096):
-        for scale in (1e-3, 1.0, 30.0):
-            key, k1, k2 = jax.random.split(key, 3)
-            a = scale * jax.random.normal(k1, (500, T))
-            b = a + scale * jax.random.uniform(k2, (500, T), minval=-1, maxval=1)
-            left, right = sparse.softmax_lipschitz_gap(a, b)
-            assert bool(jnp.all(left <= right * (1 + 1e-12)))
+        left, right = _lipschitz_pairs(jax.random.fold_in(jax.random.key(0), T), T)
+        assert bool(jnp.all(left <= right * (1 + 1e-12)))
 
 
 def test_bad_input_is_refused():
@@ -153,43 +202,59 @@ def _data(target, support, table, key, m, n_validation=2000):
     return [np.asarray(a, float) for a in (x, y, x_val, y_val)]
 
 
+def _padded(target, supports, sizes, key, n_validation=1000):
+    """Raw training sets (not redrawn) of the given sizes, padded to the largest, with fresh validation samples."""
+    width = max(sizes)
+    x, y, mask = np.zeros((len(sizes), width, target.T)), np.zeros((len(sizes), width)), np.zeros((len(sizes), width))
+    x_val, y_val = [], []
+    for i, (m, (support, table)) in enumerate(zip(sizes, supports, strict=True)):
+        rows = _data(target, support, table, key + i, m, n_validation)
+        x[i, :m], y[i, :m], mask[i, :m] = rows[0], rows[1], 1.0
+        x_val.append(rows[2])
+        y_val.append(rows[3])
+    return x, y, mask, np.stack([np.asarray(s) for s, _ in supports]), np.stack(x_val), np.stack(y_val)
+
+
+#: The head's runs below all train groups of 4 models for 1000 Adam steps logged every 20 (as `flowsim sparse sweep
+#: --budgets 1000` logs them), on training sets padded to 8 log2 C(T, 3) samples with 2000 validation samples each, at
+#: T = 16 or 32: two compiled programs serve every one of them (the command's included).
+HEAD = {"seeds": 4, "log_every": 20}
+
+
 def test_a_trained_head_learns_at_a_generous_m_and_fails_below_the_information_limit():
-    """T = 32, 3-AND, full-batch Adam (2000 steps of 0.01): with m = 160 samples the head reaches validation
-    accuracy >= 0.99 with most of its attention on the support (mass >= 0.5, measured 0.96-0.99); with
-    m = 10 < log2 C(32, 3) = 12.3 samples (which cannot identify the support) it does not, and its
-    attention mass on the support stays below."""
+    """T = 32, 3-AND, full-batch Adam (1000 steps of 0.01), two supports: with m = 104 samples (8 log2 C(32, 3), the
+    largest size of a search at T = 32) the head reaches validation accuracy >= 0.99 with most of its attention on
+    the support (mass >= 0.5, measured 0.98 and 0.95); with m = 10 < log2 C(32, 3) = 12.3 samples (which cannot
+    identify the support) it does not, and its attention mass on the support stays below. The four models are one
+    group of a search's shapes at T = 32 (its compiled program)."""
     target = SparseTarget(32, 3)
-    support, table = target.draw_support(11)
-    rows = [_data(target, support, table, key, m) for key, m in ((1, 160), (2, 10))]
-    x = np.zeros((2, 160, 32))
-    y, mask = np.zeros((2, 160)), np.zeros((2, 160))
-    for i, (x_i, y_i, _, _) in enumerate(rows):
-        x[i, : len(y_i)], y[i, : len(y_i)], mask[i, : len(y_i)] = x_i, y_i, 1.0
-    x_val, y_val = np.stack([r[2] for r in rows]), np.stack([r[3] for r in rows])
-    supports = np.stack([np.asarray(support)] * 2)
-    run = sparse.train("head", 0, x, y, mask, supports, x_val, y_val, steps=2000, lr=0.01, log_every=500)
-    assert run.loss.shape == run.mass.shape == (2, 5)
-    assert run.validation_accuracy[0] >= sparse.SUCCESS_ACCURACY and run.mass[0, -1] >= 0.5
-    assert run.mass[0, -1] > run.mass[0, 0]  # the attention moved onto the support during training
-    assert run.validation_accuracy[1] < sparse.SUCCESS_ACCURACY and run.mass[1, -1] < run.mass[0, -1]
-    assert run.train_accuracy[1] == 1.0  # it fits its 10 samples all the same
+    supports = [target.draw_support(11), target.draw_support(12)]
+    data = _padded(target, supports * 2, [104, 104, 10, 10], 1, n_validation=2000)
+    run = sparse.train("head", 1, *data, steps=1000, log_every=20, group=4)
+    assert run.loss.shape == run.mass.shape == (4, 51)
+    for generous, starved in ((0, 2), (1, 3)):
+        assert run.validation_accuracy[generous] >= sparse.SUCCESS_ACCURACY and run.mass[generous, -1] >= 0.5
+        assert run.mass[generous, -1] > run.mass[generous, 0]  # the attention moved onto the support during training
+        assert run.validation_accuracy[starved] < sparse.SUCCESS_ACCURACY
+        assert run.mass[starved, -1] < run.mass[generous, -1]
+        assert run.train_accuracy[starved] == 1.0  # it fits its 10 samples all the same
 
 
 def test_the_reduced_sweep_lies_above_the_erm_limit():
-    """The critical sample size of the head at T = 16 and 64 (4 seeds, 2 rounds of 4 sizes, 1000 Adam steps):
-    at or above the median ERM identifiability at each T, non-decreasing in T, and inside its bootstrap
-    interval. Measured: m* = 20 (ERM 17.5) and 45 (ERM 22)."""
+    """The critical sample size of the head at T = 16 and 32 (4 seeds, 2 rounds of 4 sizes, 1000 Adam steps): at or
+    above the median ERM identifiability at each T, non-decreasing in T, and inside its bootstrap interval.
+    Measured: m* = 20 (ERM 17.5) and 31 (ERM 20)."""
     found = {}
-    for T in (16, 64):
+    for T in (16, 32):
         target = SparseTarget(T, 3)
-        result = sparse.critical_sample_size(target, 0, seeds=4, candidates=4, rounds=2, budget=1000, log_every=250)
+        result = sparse.critical_sample_size(target, 0, candidates=4, rounds=2, budget=1000, **HEAD)
         erm = np.median(sparse.erm_identifiability(target, 1, trials=100))
         assert result.critical >= erm, (T, result.critical, erm)
         assert result.interval[0] <= result.critical <= result.interval[1]
-        assert result.success.shape == (len(result.m), 4) and result.mass.shape == (len(result.m), 4, 5)
+        assert result.success.shape == (len(result.m), 4) and result.mass.shape == (len(result.m), 4, 51)
         assert result.budget == "1000" and (result.steps_run == 1000).all()
         found[T] = result.critical
-    assert found[16] <= found[64]
+    assert found[16] <= found[32]
 
 
 def test_the_fits_recover_their_law_and_the_selection_names_it():
@@ -218,36 +283,24 @@ def test_the_fits_recover_their_law_and_the_selection_names_it():
 
 
 def test_the_sweep_command(tmp_path):
-    """`flowsim sparse sweep`, tiny: the control and the head at two T, the MLP at one, 2 seeds, one round, 100
-    steps; its tables and figure are written, and a run resumed in the same folder reads every unit back."""
+    """`flowsim sparse sweep`, tiny: the control and the head at two T, the MLP at one, 4 seeds, one round of 2 sizes,
+    1000 steps (the head's compiled programs of the tests above); its tables and figure are written, and a run
+    resumed in the same folder reads every unit back."""
     from flowsim.cli import main
 
     arguments = (
-        "sparse sweep --Ts 16,32 --mlp-Ts 16 --learners l1 head mlp --budgets 100 --seeds 2 --candidates 2 "
-        "--rounds 1 --erm-trials 10"
+        "sparse sweep --Ts 16,32 --mlp-Ts 16 --mlp-span 2 --learners l1 head mlp --budgets 1000 --seeds 4 "
+        "--candidates 2 --rounds 1 --erm-trials 10"
     )
     assert main([*arguments.split(), "--out", str(tmp_path / "out")]) == 0
     table = (tmp_path / "out" / "critical.csv").read_text().splitlines()
     assert table[0].startswith("learner,budget,T,critical_m") and len(table) == 6
     rows = [row.split(",")[:3] for row in table[1:]]
-    assert rows == [["l1", "converged", "16"], ["l1", "converged", "32"], ["head", "100", "16"], ["head", "100", "32"],
-                    ["mlp", "100", "16"]]  # fmt: skip
+    assert rows == [["l1", "converged", "16"], ["l1", "converged", "32"], ["head", "1000", "16"],
+                    ["head", "1000", "32"], ["mlp", "1000", "16"]]  # fmt: skip
     assert (tmp_path / "out" / "sweep.png").stat().st_size > 1000
     assert main([*arguments.split(), "--out", str(tmp_path / "out"), "--resume"]) == 0
     assert (tmp_path / "out" / "critical.csv").read_text().splitlines() == table
-
-
-def _padded(target, supports, sizes, key, n_validation=1000):
-    """Raw training sets (not redrawn) of the given sizes, padded to the largest, with fresh validation samples."""
-    width = max(sizes)
-    x, y, mask = np.zeros((len(sizes), width, target.T)), np.zeros((len(sizes), width)), np.zeros((len(sizes), width))
-    x_val, y_val = [], []
-    for i, (m, (support, table)) in enumerate(zip(sizes, supports, strict=True)):
-        rows = _data(target, support, table, key + i, m, n_validation)
-        x[i, :m], y[i, :m], mask[i, :m] = rows[0], rows[1], 1.0
-        x_val.append(rows[2])
-        y_val.append(rows[3])
-    return x, y, mask, np.stack([np.asarray(s) for s, _ in supports]), np.stack(x_val), np.stack(y_val)
 
 
 def _full_transformer(model, x):
@@ -262,23 +315,37 @@ def _full_transformer(model, x):
     return jax.vmap(lambda t: model.readout(model.norm_final(t))[0])(z)[0]
 
 
+def _random_transformer(T):
+    """A Transformer at T with its weights moved off their initialisation: the initialisation's law (weights and
+    embeddings N(0, 0.02^2), biases 0, layer norms the identity) plus N(0, 0.3^2) on every parameter, drawn with
+    NumPy (compiled random draws would cost more than the check)."""
+    rng = np.random.default_rng(T)
+
+    def draw(path, leaf):
+        name = jax.tree_util.keystr(path)
+        start = (1.0 if name.endswith(".weight") else 0.0) if "norm" in name or name.endswith(".bias") else None
+        base = rng.normal(0.0, 0.02, leaf.shape) if start is None else np.full(leaf.shape, start)
+        return jnp.asarray(base + rng.normal(0.0, 0.3, leaf.shape))
+
+    shapes = eqx.filter_eval_shape(sparse.OneLayerTransformer, T, key=jax.random.key(0))
+    return jax.tree_util.tree_map_with_path(draw, shapes), jnp.asarray(rng.random((50, T)) < 0.5, float)
+
+
+@eqx.filter_jit
+def _cls_row_and_full_layer(model, x):
+    """The [CLS] output, the full layer's, and each head's attention on the T tokens summed, on each input."""
+    return jax.vmap(model)(x), jax.vmap(_full_transformer, (None, 0))(model, x), jax.vmap(model.attention)(x).sum(-1)
+
+
 def test_the_cls_row_equals_the_full_transformer():
     """The [CLS] output computed from the 2T shared keys and values equals the full layer's on random inputs to
     1e-10 in float64 (measured: 4e-15), with weights moved off their small initialisation (N(0, 0.3^2) added)
     so that every part of the layer matters; and each head's attention on the T tokens is a share of 1 (the rest on
     [CLS] itself)."""
     for T in (5, 37):
-        model = sparse.OneLayerTransformer(T, key=jax.random.key(T))
-        params, static = eqx.partition(model, eqx.is_array)
-        leaves, tree = jax.tree.flatten(params)
-        keys = jax.random.split(jax.random.key(1), len(leaves))
-        leaves = [a + 0.3 * jax.random.normal(k, a.shape) for a, k in zip(leaves, keys, strict=True)]
-        model = eqx.combine(jax.tree.unflatten(tree, leaves), static)
-        x = jax.random.bernoulli(jax.random.key(2), 0.5, (50, T)).astype(float)
-        fast, full = jax.vmap(model)(x), jax.vmap(_full_transformer, (None, 0))(model, x)
+        fast, full, on_tokens = _cls_row_and_full_layer(*_random_transformer(T))
         assert float(jnp.max(jnp.abs(fast - full))) < 1e-10 and float(jnp.std(full)) > 0.1
-        on_tokens = jax.vmap(model.attention)(x).sum(-1)  # the rest of each row is [CLS]'s weight on itself
-        assert bool(jnp.all((on_tokens > 0) & (on_tokens <= 1 + 1e-12)))
+        assert bool(jnp.all((on_tokens > 0) & (on_tokens <= 1 + 1e-12)))  # the rest is [CLS]'s weight on itself
     with pytest.raises(ValueError, match="heads = 5 must divide width = 64"):
         sparse.OneLayerTransformer(8, heads=5, key=jax.random.key(0))
 
@@ -286,8 +353,8 @@ def test_the_cls_row_equals_the_full_transformer():
 def test_the_transformer_learns_the_and_at_t32():
     """The paper's learner (width 64, 16 heads, AdamW 1e-3) at T = 32 with m = 128 samples (about 10 times the
     information limit of 12.3), 600 full-batch steps: validation accuracy >= 0.99 on 1000 fresh samples, and
-    its best head puts most of its [CLS] attention on the support (mass >= 0.5; uniform: 3/32). About 2 minutes
-    on the loaded 2-core machine, most of it compiling (AdamW, 16 heads)."""
+    its best head puts most of its [CLS] attention on the support (mass >= 0.5; uniform: 3/32). Most of its time
+    is compiling (AdamW, 16 heads)."""
     target = SparseTarget(32, 3)
     data = _padded(target, [target.draw_support(11)], [128], 0)
     run = sparse.train("transformer", 0, *data, steps=600, log_every=300)
@@ -309,12 +376,13 @@ def test_the_l1_control_identifies_the_support_from_order_s_log_t_samples():
         assert fit.converged and fit.lam == pytest.approx(0.01 * math.sqrt(math.log(1024) / 80))
 
 
-def test_the_reduced_sweep_with_its_budget_axis():
-    """`sweep` with the control at T = 16 and 24 and the head at T = 16 (two compiled programs: one per budget),
-    budgets of 100 steps and "converged" (capped at 400 steps), 2 seeds, one round of 2 sizes, through a
-    dict-backed unit store: one unit per (learner, budget, T) and per T for ERM; every run reports its steps
-    and whether it converged (the converged budget stops a run at or before the cap, the fixed one runs
-    exactly 100); a second sweep through the same store computes nothing and returns the same m*."""
+def test_the_reduced_sweep_with_its_budget_axis(caplog):
+    """`sweep` with the control at T = 16 and 24 and the head at T = 16 (one compiled program: the head's, shared by
+    both budgets since the cap equals the fixed budget), budgets of 1000 steps and "converged" (capped at 1000
+    steps), 4 seeds, one round of 2 sizes, through a dict-backed unit store: one unit per (learner, budget, T) and
+    per T for ERM; every run reports its steps and whether it converged (the converged budget stops a run at or
+    before the cap, at a logged step; the fixed one runs exactly 1000); a second sweep through the same store
+    computes nothing and returns the same m*."""
     store = {}
 
     def unit(name, compute):
@@ -322,18 +390,21 @@ def test_the_reduced_sweep_with_its_budget_axis():
             store[name] = compute()
         return store[name]
 
-    options = {"seeds": 2, "candidates": 2, "rounds": 1, "max_steps": 400, "log_every": 100, "erm_trials": 10}
-    options |= {"learners": ("l1", "head"), "budgets": (100, "converged"), "learner_Ts": {"head": (16,)}}
-    result = sparse.sweep(0, (16, 24), unit=unit, **options)
+    options = HEAD | {"candidates": 2, "rounds": 1, "max_steps": 1000, "erm_trials": 10}
+    options |= {"learners": ("l1", "head"), "budgets": (1000, "converged"), "learner_Ts": {"head": (16,)}}
+    with jax.log_compiles(), caplog.at_level(logging.WARNING):
+        result = sparse.sweep(0, (16, 24), unit=unit, **options)
+    compiled = [r for r in caplog.records if "Finished XLA compilation of jit(_train)" in r.getMessage()]
+    assert len(compiled) <= 1  # none if an earlier test compiled it
     assert sorted(store) == [
-        "erm-T16", "erm-T24", "head-100-T16", "head-converged-T16", "l1-converged-T16", "l1-converged-T24",
+        "erm-T16", "erm-T24", "head-1000-T16", "head-converged-T16", "l1-converged-T16", "l1-converged-T24",
     ]  # fmt: skip
-    assert sorted(result.results) == [("head", "100"), ("head", "converged"), ("l1", "converged")]
-    for r in result.results[("head", "100")]:
-        assert (r.steps_run == 100).all() and r.converged.dtype == bool
+    assert sorted(result.results) == [("head", "1000"), ("head", "converged"), ("l1", "converged")]
+    for r in result.results[("head", "1000")]:
+        assert (r.steps_run == 1000).all() and r.converged.dtype == bool
     for r in result.results[("head", "converged")]:
-        assert ((r.steps_run <= 400) & (r.steps_run % 100 == 0)).all()
-        assert (r.converged | (r.steps_run == 400)).all()  # stopped by the criterion, or by the cap
+        assert ((r.steps_run <= 1000) & (r.steps_run % 20 == 0)).all()
+        assert (r.converged | (r.steps_run == 1000)).all()  # stopped by the criterion, or by the cap
     again = sparse.sweep(0, (16, 24), unit=unit, **options)
     assert (
         len(store) == 6

@@ -6,6 +6,7 @@ identify the target among the s-sparse functions of the same kind is redrawn (Ed
 `identifies` decides it exactly by enumerating the candidate supports.
 """
 
+import functools
 import itertools
 import math
 import numbers
@@ -16,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Int, PRNGKeyArray
 
-from flowsim._checks import Allowed, InvalidInput, as_key, at_least, check_choice, python_scalar
+from flowsim._checks import Allowed, InvalidInput, as_key, at_least, check_choice, check_count, python_scalar
 
 __all__ = ["FUNCTIONS", "SparseTarget", "evaluate_target", "identifies", "sample_bits", "training_set"]
 
@@ -26,6 +27,9 @@ MAX_SUPPORT = 24
 FUNCTIONS = ("and", "or", "majority", "parity", "random")
 #: The most candidate supports `identifies` enumerates for a function without a shortcut.
 MAX_ENUMERATED = 2_000_000
+#: Samples are drawn by a program compiled per power of two of at least this many rows, the rows asked for kept:
+#: one program serves every m up to it (the bits of m samples are the first m rows of any larger draw).
+_SMALLEST_DRAW = 64
 _SHARE = Allowed("a number in (0, 1)", lambda x: 0 < x < 1)
 
 
@@ -67,9 +71,7 @@ class SparseTarget(eqx.Module):
         **Returns:** (support, table); the table is g's for every function (index: the bits of x_I, first bit
         most significant), so that every label is `table[index]`.
         """
-        key_support, key_table = jax.random.split(as_key(key))
-        support = jnp.sort(jax.random.choice(key_support, self.T, (self.s,), replace=False))
-        return support, self.truth_table(key_table)
+        return _draw_support(self, as_key(key))
 
     def truth_table(self, key) -> Bool[Array, " table"]:
         """g on all 2^s inputs (index i: bit j of x_I is bit s-1-j of i)."""
@@ -87,16 +89,52 @@ class SparseTarget(eqx.Module):
         return jnp.asarray(table)
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _draw_support(target: SparseTarget, key):
+    """`SparseTarget.draw_support`, compiled once per target."""
+    key_support, key_table = jax.random.split(key)
+    support = jnp.sort(jax.random.choice(key_support, target.T, (target.s,), replace=False))
+    return support, target.truth_table(key_table)
+
+
 def sample_bits(target: SparseTarget, key: PRNGKeyArray, m: int) -> Bool[Array, "m T"]:
     """m inputs of T independent Bernoulli(p) bits."""
-    return jax.random.bernoulli(as_key(key), target.p, (m, target.T))
+    return jnp.asarray(_draw(target, as_key(key), m)[0])
 
 
 def evaluate_target(x: Bool[Array, "... T"], support: Int[Array, " s"], table: Bool[Array, " table"]):
     """y = g(x_I): the truth table at the index whose bits are x_I (first support position most significant)."""
+    return _evaluate(jnp.asarray(x), jnp.asarray(support), jnp.asarray(table))
+
+
+@jax.jit
+def _evaluate(x, support, table):
     bits = jnp.take(x, support, axis=-1).astype(jnp.int32)
     index = jnp.sum(bits << jnp.arange(support.shape[0] - 1, -1, -1), axis=-1)
     return table[index]
+
+
+def _draw(target: SparseTarget, key, m: int, support=None, table=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """m samples as a NumPy array (m, T), and their labels if a support and table are given (else None).
+
+    Drawn by `_draw_rows` at the next power of two of at least `_SMALLEST_DRAW` rows, of which the first m are
+    kept: with JAX's partitionable Threefry (its default) element (i, j) of a draw of shape (rows, T) depends
+    only on i T + j, so these are the bits of `jax.random.bernoulli(key, p, (m, T))`, and a search over many m
+    compiles a handful of programs instead of one per m.
+    """
+    m = check_count("m", m, 0)
+    rows = max(_SMALLEST_DRAW, 1 << max(0, m - 1).bit_length())
+    labelled = support is not None
+    if labelled:
+        support, table = jnp.asarray(support), jnp.asarray(table)
+    x, y = _draw_rows(target.p, key, support, table, rows, target.T, labelled)
+    return np.asarray(x)[:m], (np.asarray(y)[:m] if labelled else None)
+
+
+@functools.partial(jax.jit, static_argnums=(4, 5, 6))
+def _draw_rows(p, key, support, table, rows: int, T: int, labelled: bool):
+    x = jax.random.bernoulli(key, p, (rows, T))
+    return x, (_evaluate(x, support, table) if labelled else None)
 
 
 def identifies(target: SparseTarget, x: np.ndarray, y: np.ndarray, support: np.ndarray, table: np.ndarray) -> bool:
@@ -104,8 +142,8 @@ def identifies(target: SparseTarget, x: np.ndarray, y: np.ndarray, support: np.n
     (and, for "random", no other truth table) is consistent with every sample.
 
     AND: a consistent J lies in the columns that are 1 on every positive sample, and must put a 0 in every
-    negative one; OR: the same on complemented bits and labels. The other functions: every s-subset of the T
-    positions is tried (at most `MAX_ENUMERATED`).
+    negative one (`_another_cover` searches them by pairs); OR: the same on complemented bits and labels. The other
+    functions: every s-subset of the T positions is tried (at most `MAX_ENUMERATED`).
 
     **Raises:** ValueError when the enumeration would exceed `MAX_ENUMERATED` subsets.
     """
@@ -115,13 +153,7 @@ def identifies(target: SparseTarget, x: np.ndarray, y: np.ndarray, support: np.n
         if target.function == "or":
             x, y = ~x, ~y
         candidates = np.flatnonzero(x[y].all(axis=0))
-        zeros = ~x[~y][:, candidates]  # negatives: where each candidate column is 0
-        for chunk in _subsets(len(candidates), target.s):
-            consistent = zeros[:, chunk].any(axis=2).all(axis=0) if len(zeros) else np.ones(len(chunk), bool)
-            for found in chunk[consistent]:
-                if tuple(candidates[found]) != support:
-                    return False
-        return True
+        return not _another_cover(x[~y][:, candidates], candidates, target.s, support)
     if math.comb(target.T, target.s) > MAX_ENUMERATED:
         raise InvalidInput(
             f"identifying a {target.function} of s = {target.s} among T = {target.T} positions enumerates "
@@ -142,6 +174,31 @@ def identifies(target: SparseTarget, x: np.ndarray, y: np.ndarray, support: np.n
     return True
 
 
+def _another_cover(ones: np.ndarray, candidates: np.ndarray, s: int, support: tuple) -> bool:
+    """Whether s of the candidate columns other than `support` put a 0 in every row of `ones` (the negatives' bits
+    at the candidate columns): another AND consistent with the samples.
+
+    The columns J = P + {b, d} are searched by their first s - 2 (P, in lexicographic order): for each P, the rows
+    that P leaves without a 0 must each have a 0 at b or at d, so the pairs (b, d) after P that fit are the zeros
+    of W^T W, W those rows' bits (the count of rows where both b and d are 1). One product per P instead of a
+    test per J: C(c, s - 2) products for C(c, s) subsets of c candidates.
+    """
+    c = len(candidates)
+    if c < s:
+        return False
+    if s == 1:
+        found = np.flatnonzero(~ones.any(axis=0))
+        return any((int(candidates[j]),) != support for j in found)
+    for prefix in itertools.combinations(range(c), s - 2):
+        start = prefix[-1] + 1 if prefix else 0
+        rows = ones[:, list(prefix)].all(axis=1) if prefix else slice(None)
+        bits = ones[rows, start:].astype(np.float64)
+        for b, d in zip(*np.nonzero(np.triu(bits.T @ bits == 0, 1)), strict=True):
+            if tuple(int(j) for j in candidates[[*prefix, start + b, start + d]]) != support:
+                return True
+    return False
+
+
 def _is_a_function(index: np.ndarray, y: np.ndarray) -> bool:
     """Whether the labels are a function of the index (no index with both labels)."""
     ones = np.zeros(index.max() + 1, bool)
@@ -152,10 +209,15 @@ def _is_a_function(index: np.ndarray, y: np.ndarray) -> bool:
 
 
 def _subsets(n: int, s: int, chunk: int = 65_536):
-    """All s-subsets of range(n) in lexicographic order, as arrays (k, s) of at most `chunk` rows."""
-    combinations = itertools.combinations(range(n), s)
-    while block := list(itertools.islice(combinations, chunk)):
-        yield np.array(block, dtype=np.int64).reshape(-1, s)
+    """All s-subsets of range(n) in lexicographic order, as arrays (k, s) of at most `chunk` rows.
+
+    The first blocks are small and grow fourfold up to `chunk`: a search that stops at its first hit (most calls of
+    `identifies` that do not identify) builds a few hundred subsets, not a full block.
+    """
+    combinations, size = itertools.combinations(range(n), s), min(256, chunk)
+    while len(block := np.fromiter(itertools.chain.from_iterable(itertools.islice(combinations, size)), np.int64)):
+        yield block.reshape(-1, s)
+        size = min(4 * size, chunk)
 
 
 def training_set(
@@ -168,9 +230,9 @@ def training_set(
     **Raises:** RuntimeError if `max_draws` sets in a row fail to identify it (m too small to ever do so).
     """
     key = as_key(key)
+    support, table = np.asarray(support), np.asarray(table)
     for draw in range(1, max_draws + 1):
-        x = sample_bits(target, jax.random.fold_in(key, draw), m)
-        y = evaluate_target(x, support, table)
-        if identifies(target, np.asarray(x), np.asarray(y), np.asarray(support), np.asarray(table)):
-            return x, y, draw
+        x, y = _draw(target, jax.random.fold_in(key, draw), m, support, table)
+        if identifies(target, x, y, support, table):
+            return jnp.asarray(x), jnp.asarray(y), draw
     raise RuntimeError(f"{max_draws} training sets of m = {m} samples in a row did not identify the target")

@@ -9,6 +9,7 @@
 - `softmax_lipschitz_gap`: ||softmax(a) - softmax(b)||_1 against 2 ||a - b||_inf (the capacity bound's lemma).
 """
 
+import functools
 import math
 
 import jax
@@ -16,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowsim._checks import InvalidInput, as_key, check_count
-from flowsim.tasks.sparse._data import SparseTarget, evaluate_target, identifies, sample_bits
+from flowsim.tasks.sparse._data import SparseTarget, evaluate_target, identifies
 
 __all__ = [
     "constructed_head_predict",
@@ -44,13 +45,13 @@ def erm_identifiability(target: SparseTarget, key, trials: int = 200, max_m: int
     **Returns:** the m of each trial, shape (trials,); max_m + 1 where max_m samples did not identify it.
     """
     trials, max_m = check_count("trials", trials, 1), check_count("max_m", max_m, 1)
+    keys = jax.random.split(as_key(key), trials)
+    keys = np.asarray(jax.random.key_data(keys) if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key) else keys)
     found = np.empty(trials, int)
-    for trial, trial_key in enumerate(jax.random.split(as_key(key), trials)):
-        key_support, key_samples = jax.random.split(trial_key)
-        support, table = target.draw_support(key_support)
-        x = sample_bits(target, key_samples, max_m)
-        x, y = np.asarray(x), np.asarray(evaluate_target(x, support, table))
-        support, table = np.asarray(support), np.asarray(table)
+    for trial in range(trials):
+        # One program per target and max_m draws a trial's support and samples (unbatched: vmapped over the trials,
+        # its random draws took seconds more to compile than the trials take to run).
+        support, table, x, y = (np.asarray(a) for a in _trial(target, keys[trial], max_m))
         if not identifies(target, x, y, support, table):
             found[trial] = max_m + 1
             continue
@@ -63,6 +64,16 @@ def erm_identifiability(target: SparseTarget, key, trials: int = 200, max_m: int
                 low = middle
         found[trial] = high
     return found
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _trial(target: SparseTarget, key_data, max_m: int):
+    """A trial's support and truth table (from the first half of its key), max_m samples (from the second half) and
+    their labels."""
+    key_support, key_samples = jax.random.split(jax.random.wrap_key_data(key_data))
+    support, table = target.draw_support(key_support)
+    x = jax.random.bernoulli(key_samples, target.p, (max_m, target.T))
+    return support, table, x, evaluate_target(x, support, table)
 
 
 def constructed_mass_off_support(T: int, s: int, R) -> float:

@@ -164,27 +164,30 @@ def train(
     sizes = tuple(sorted((k, v) for k, v in options.items() if k not in ("lr", "weight_decay")))
     # A fixed budget reports the same criterion, checked over the whole segments nearest to `patience` steps.
     window = max(1, round(patience / log_every))
-    config = (learner, x.shape[-1], sizes, steps // log_every, log_every, window, until_converged)
+    config = (learner, x.shape[-1], sizes, steps // log_every, log_every)
     models = x.shape[0]
     # vmapping every model at once is memory-bound at large T, slower than one at a time: groups of
     # _GROUP_ELEMENTS // (m T) models by default.
     default = max(1, min(models, _GROUP_ELEMENTS // (x.shape[1] * x.shape[2])))
     group = default if group is None else check_count("group", group, 1)
-    keys = jax.random.key_data(jax.random.split(as_key(key), models))
+    initial = _initial(learner, x.shape[-1], sizes, jax.random.split(as_key(key), models))
+    # The budget's criterion and patience are traced: the budgets of a sweep share a program when their steps agree.
     hyper = jnp.asarray([lr, options["weight_decay"], threshold], float)
+    criterion = (jnp.asarray(bool(until_converged)), jnp.asarray(window))
     # Bits may come as booleans (8 times less memory than floats: at T = 4096 a round's validation samples
     # are gigabytes as float64); each group is made floats when it is trained.
-    inputs = [np.asarray(a) for a in (keys, x, y, mask, x_validation, y_validation, support)]
+    inputs = [np.asarray(a) for a in (x, y, mask, x_validation, y_validation, support)]
     padded = -models % group  # the last group is filled with copies of the last model, dropped after
     if padded:
         inputs = [np.concatenate([a, np.repeat(a[-1:], padded, axis=0)]) for a in inputs]
-    kinds = (None, float, float, float, float, float, None)
-    outputs = [
-        _train(
-            config, hyper, *(jnp.asarray(a[start : start + group], kind) for a, kind in zip(inputs, kinds, strict=True))
-        )
-        for start in range(0, models + padded, group)
-    ]
+        initial = jax.tree.map(lambda a: np.concatenate([a, np.repeat(a[-1:], padded, axis=0)]), initial)
+    kinds = (float, float, float, float, float, None)
+
+    def rows(start):
+        arrays = (jnp.asarray(a[start : start + group], kind) for a, kind in zip(inputs, kinds, strict=True))
+        return jax.tree.map(lambda a: jnp.asarray(a[start : start + group]), initial), *arrays
+
+    outputs = [_train(config, hyper, criterion, *rows(start)) for start in range(0, models + padded, group)]
     loss, mass, gap, train_accuracy, validation_accuracy, segments, converged = (
         np.concatenate([np.asarray(o[i]) for o in outputs])[:models] for i in range(7)
     )
@@ -195,15 +198,39 @@ def train(
 
 
 @eqx.filter_jit
-def _train(config, hyper, keys, x, y, mask, x_validation, y_validation, support):
-    """One group of models, vmapped."""
-    learner, T, sizes, logs, log_every, patience, until_converged = config
+def _initial_one(config, key_data):
+    """One model's initial parameters (its arrays; `_static` holds the rest)."""
+    learner, T, sizes = config
+    return eqx.filter(_new(learner, T, dict(sizes), jax.random.wrap_key_data(key_data)), eqx.is_array)
+
+
+def _initial(learner, T, sizes, keys):
+    """The initial parameters of one model per key, stacked (leading axis: the models), as NumPy arrays.
+
+    Drawn one model at a time by a program compiled once per learner and T, outside `_train`: vmapped inside
+    it, the initialisations' random draws (float64 normals and uniforms) were most of its compilation, paid
+    again for every budget, group size and padding of the same learner and T. The draws are the same.
+    """
+    params = [_initial_one((learner, T, sizes), row) for row in np.asarray(jax.random.key_data(keys))]
+    return jax.tree.map(lambda *leaves: np.stack([np.asarray(leaf) for leaf in leaves]), *params)
+
+
+def _static(learner, T, sizes):
+    """The non-array part of a model (its structure and functions), from its shapes alone."""
+    shapes = eqx.filter_eval_shape(_new, learner, T, dict(sizes), jax.random.key(0))
+    return eqx.partition(shapes, lambda leaf: isinstance(leaf, jax.ShapeDtypeStruct))[1]
+
+
+@eqx.filter_jit
+def _train(config, hyper, criterion, initial, x, y, mask, x_validation, y_validation, support):
+    """One group of models, vmapped, from their initial parameters."""
+    learner, T, sizes, logs, log_every = config
     lr, weight_decay, threshold = hyper
+    until_converged, patience = criterion
     optimiser = optax.adamw(lr, weight_decay=weight_decay) if learner == "transformer" else optax.adam(lr)
+    static = _static(learner, T, sizes)
 
-    def one(key, x, y, mask, x_validation, y_validation, support):
-        params, static = eqx.partition(_new(learner, T, dict(sizes), key), eqx.is_array)
-
+    def one(params, x, y, mask, x_validation, y_validation, support):
         def loss(params):
             logits = jax.vmap(eqx.combine(params, static))(x)
             return jnp.sum(optax.sigmoid_binary_cross_entropy(logits, y) * mask) / jnp.sum(mask)
@@ -237,7 +264,7 @@ def _train(config, hyper, keys, x, y, mask, x_validation, y_validation, support)
         accuracies = _accuracy(model, x, y, mask), _accuracy(model, x_validation, y_validation, ones)
         return (*logged.T, *accuracies, segments, converged)
 
-    return jax.vmap(one)(jax.random.wrap_key_data(keys), x, y, mask, x_validation, y_validation, support)
+    return jax.vmap(one)(initial, x, y, mask, x_validation, y_validation, support)
 
 
 class L1Fit(NamedTuple):
