@@ -5,15 +5,12 @@ log_every, batch, n) is its own program, while lr, lam and the schedule's number
 the runs share programs: every online and dataset run has SEEDS seeds and 33 logged times under
 SCHEDULE, the lr sweep's lr = LR run is also the batch sweep's batch = BATCH run, the CLI quick
 path repeats the lr = LR / 4 run in-process, and every flow solve (comparison or continuation of
-end points) has SEEDS rows and 33 saved times: one compiled solve. The population run repeats
-the configuration of tests/test_sgd.py.
+end points) has SEEDS rows and 33 saved times: one compiled solve. The comparison of a population run
+with the map lives in tests/test_sgd.py, beside the run it repeats (the same compiled programs).
 
 Deviations are statistics of fixed seeds: the bounds hold with margin for these seeds, and each
 test states the measured numbers and the scale theory predicts.
 """
-
-import subprocess
-import sys
 
 import jax
 import matplotlib.pyplot
@@ -48,27 +45,6 @@ def lr_sweep(seed_key):
     return slr.sweep_lr(
         SCHEDULED, seed_key, [LR, LR / 4], t_end=T_END, logs=LOGS, train=slr.run_sgd, train_options=train_options
     )
-
-
-def test_population_run_is_the_map_on_the_overlaps(key):
-    """Mode "population" takes the exact PGD step in R^d, the map takes it on the overlaps: the
-    same algorithm, so only round-off separates them (measured: 2.3e-15 after 1000 steps). The
-    configuration of tests/test_sgd.py's population run under a schedule (d = 12, 3 starts, two
-    off M, lam = 0.5 / (1 + 1e-3 step)), so that a full test run compiles both programs once."""
-    problem, lr = slr.Problem(12, 4, 0.5, 0.7, 0.2), 0.05
-    schedule = schedules.InverseTimeDecay(0.5, 1e-3, lr)
-    starts = np.array([[0.30, 0.25, 0.10, -0.05, 0.20], [-0.20, 0.40, 0.30, 0.10, -0.10], [0.05, -0.10, 0.0, 0.0, 0.0]])
-    run = slr.run_sgd(
-        problem.with_schedule(schedule), key, init=starts, lr=lr, steps=1000, log_every=100, seeds=3, mode="population"
-    )
-    comparison = slr.compare(run, reference="map")
-    assert comparison.ys.shape == (3, 11, 5) and comparison.times[-1] == pytest.approx(50.0)
-    np.testing.assert_allclose(comparison.ys[:, 0], starts, rtol=0, atol=1e-12)
-    assert comparison.max_deviation.max() <= 1e-10
-    assert comparison.max_risk_deviation <= 1e-10
-    assert comparison.same_attractor.all() and not comparison.reasons
-    # Not a trivial agreement: every start moves by O(1).
-    assert np.abs(comparison.ys[:, -1] - comparison.ys[:, 0]).max(axis=-1).min() > 0.1
 
 
 def test_online_sgd_tracks_the_flow_better_at_a_smaller_step(lr_sweep):
@@ -131,7 +107,9 @@ def test_compare_uses_the_runs_schedule_and_checks_the_reference(lr_sweep, seed_
     comparison = lr_sweep.comparisons[0]  # the comparison of this same run
     np.testing.assert_array_equal(comparison.sgd, run.ys)
     np.testing.assert_array_equal(comparison.ys, slr.solve_flow(run.task, run.ys[:, 0], run.times).ys)
-    at_fixed_lam = np.asarray(slr.solve_flow(PROBLEM, run.ys[:, 0], run.times).ys)
+    # PROBLEM's constant lam as a schedule of rate 0 (it returns lam0 exactly): the compiled solve of the schedule.
+    constant = PROBLEM.with_schedule(schedules.InverseTimeDecay(PROBLEM.lam, 0.0, LR))
+    at_fixed_lam = np.asarray(slr.solve_flow(constant, run.ys[:, 0], run.times).ys)
     assert np.abs(comparison.ys - at_fixed_lam).max() > 1e-2
     with pytest.raises(ValueError, match="reference must be one of"):
         slr.compare(run, reference="ode")
@@ -180,10 +158,9 @@ def test_cli_compare_prints_the_table_and_draws_the_overlay(tmp_path, capsys, lr
         assert path.stat().st_size > 0 and str(path) in out
 
 
-def test_cli_compare_bad_input_is_one_line_with_status_2():
-    result = subprocess.run(
-        [sys.executable, "-m", "flowsim.cli", "compare", "--lr", "-1"], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr + result.stdout
-    assert result.stderr.strip().splitlines() == ["flowsim compare: error: --lr must be a finite number > 0, got -1.0"]
+def test_cli_compare_bad_input_is_one_line_with_status_2(capsys):
+    """In this process (the command line's own start, `python -m flowsim.cli`, is tests/test_cli.py's)."""
+    assert main(["compare", "--lr", "-1"]) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    assert captured.err.strip().splitlines() == ["flowsim compare: error: --lr must be a finite number > 0, got -1.0"]

@@ -194,7 +194,8 @@ def test_solve_flow_from_M_stays_on_M(key):
     """The 5-D solve from three initial overlaps drawn on M keeps |(theta, eta, rho)| <= 1e-12 on
     [0, 50] (the field's off-M components vanish on M, so the solver never leaves it), while
     (kappa, nu) move by O(1)."""
-    m0 = np.asarray(slr.initial_overlaps(key, PROBLEM.d, 3, "manifold"))
+    # The first three of 4000 draws: the draw's compiled program is the law test's below (n is static, d is not).
+    m0 = np.asarray(slr.initial_overlaps(key, PROBLEM.d, 4000, "manifold"))[:3]
     solution = slr.solve_flow(PROBLEM, m0, np.linspace(0.0, 50.0, 11))
     assert (np.asarray(solution.status) == Status.SUCCESS).all()
     ys = np.asarray(solution.ys)

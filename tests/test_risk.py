@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from flowsim import slr
+from flowsim.tasks.slr import _generated as generated
 from tests.reference import published_risk, random_realizable_overlaps
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,15 +35,26 @@ def _parameter_sets(rng, n):
         )
 
 
+@jax.jit
+def _generated_risk(m, parameters):
+    """The generated risk with every parameter traced, d and L too: one compiled program for every parameter set
+    (`population_risk` takes d and L from the task, where they are static: a program per (d, L))."""
+    return generated.risk(*jnp.moveaxis(m, -1, 0), *parameters)
+
+
 def test_risk_equals_published_closed_form():
-    """<= 1e-10 relative at 60 realizable points x 12 parameter sets (both sides float64)."""
+    """<= 1e-10 relative at 60 realizable points x 12 parameter sets (both sides float64): the generated risk at
+    every set, and `population_risk`, which evaluates it, at the two extreme corners."""
     rng = np.random.default_rng(0)
     points = random_realizable_overlaps(rng, 60)
     slr.check_overlaps(points)
-    for problem in _parameter_sets(rng, 12):
-        ours = np.asarray(slr.population_risk(problem, points))
+    for i, problem in enumerate(_parameter_sets(rng, 12)):
         theirs = published_risk(points, problem.d, problem.L, problem.lam, problem.gamma, problem.eps)
-        np.testing.assert_allclose(ours, theirs, rtol=1e-10, err_msg=str(problem))
+        parameters = jnp.array([problem.d, problem.L, problem.lam, problem.gamma, problem.eps], dtype=float)
+        np.testing.assert_allclose(_generated_risk(points, parameters), theirs, rtol=1e-10, err_msg=str(problem))
+        if i < 2:
+            ours = np.asarray(slr.population_risk(problem, points))
+            np.testing.assert_allclose(ours, theirs, rtol=1e-10, err_msg=str(problem))
 
 
 def _unit(x):

@@ -19,29 +19,33 @@ def test_ground_truth_is_orthonormal(key):
     assert abs(float(truth.k_star @ truth.v_star)) < 1e-15
 
 
+#: The sampler's tests share one compiled draw: d = 4, L = 10, N sequences (d, L and n are static).
+D, L, N = 4, 10, 50_000
+
+
 def test_sample_shapes_dtypes_and_reproducibility(key):
-    problem = slr.Problem(7, 5, 0.5, eps=0.1)
-    truth = slr.ground_truth(key, 7)
-    X, y, J0 = slr.sample(problem, truth, jax.random.key(3), 11)
-    assert (X.shape, y.shape, J0.shape) == ((11, 5, 7), (11,), (11,))
+    problem = slr.Problem(D, L, 0.5, eps=0.1)
+    truth = slr.ground_truth(key, D)
+    X, y, J0 = slr.sample(problem, truth, jax.random.key(3), N)
+    assert (X.shape, y.shape, J0.shape) == ((N, L, D), (N,), (N,))
     assert X.dtype == y.dtype == jnp.float64 and jnp.issubdtype(J0.dtype, jnp.integer)
-    again = slr.sample(problem, truth, jax.random.key(3), 11)
+    again = slr.sample(problem, truth, jax.random.key(3), N)
     assert all(bool(jnp.array_equal(a, b)) for a, b in zip((X, y, J0), again, strict=True))
 
 
 def test_positions_are_uniform(key):
     """Chi-square goodness of fit of J0 to the uniform law on L = 10 positions (n = 50 000)."""
-    problem = slr.Problem(4, 10, 0.5)
-    _, _, J0 = slr.sample(problem, slr.ground_truth(key, 4), jax.random.key(1), 50_000)
-    counts = np.bincount(np.asarray(J0), minlength=10)
+    problem = slr.Problem(D, L, 0.5)
+    _, _, J0 = slr.sample(problem, slr.ground_truth(key, D), jax.random.key(1), N)
+    counts = np.bincount(np.asarray(J0), minlength=L)
     assert stats.chisquare(counts).pvalue > 1e-3
 
 
 def test_sample_moments(key):
     """Informative token: mean s k*, variance gamma^2 along v*; noise tokens: mean 0; y = <X_J0, v*>."""
-    problem = slr.Problem(6, 3, 0.5, gamma=0.8)
-    truth = slr.ground_truth(key, 6)
-    n = 40_000
+    problem = slr.Problem(D, L, 0.5, gamma=0.8)
+    truth = slr.ground_truth(key, D)
+    n = N
     X, y, J0 = slr.sample(problem, truth, jax.random.key(2), n)
     informative = X[jnp.arange(n), J0]
     along_k = informative @ truth.k_star
@@ -50,8 +54,8 @@ def test_sample_moments(key):
     np.testing.assert_allclose(y, informative @ truth.v_star, atol=1e-14)  # eps = 0
 
 
-def test_predict_matches_its_definition(key):
-    X = jax.random.normal(key, (4, 3, 5))
+def test_predict_matches_its_definition():
+    X = jnp.asarray(np.random.default_rng(4).normal(size=(4, 3, 5)))  # NumPy's draw: no sampler to compile
     k, v = jnp.eye(5)[0], jnp.eye(5)[1]
     expected = sum(jax.scipy.special.erf(0.7 * X[:, l, 0]) * X[:, l, 1] for l in range(3))
     np.testing.assert_allclose(slr.predict(X, k, v, 0.7), expected, rtol=1e-14)
@@ -129,18 +133,27 @@ def test_oracle_risk_equals_spec_formula(d, L, lam, gamma, eps):
     assert float(slr.oracle_risk(problem)) == pytest.approx(published_oracle_risk(d, L, lam, gamma, eps), rel=1e-10)
 
 
+def _least_squares_data(key):
+    """d = 5, L = 4, eps = 0.1: the task, its hidden directions, and 1090 training sequences (X, y)."""
+    problem = slr.Problem(5, 4, 0.5, eps=0.1)
+    truth = slr.ground_truth(key, problem.d)
+    X, y, _ = slr.sample(problem, truth, jax.random.key(20), 1090)
+    return problem, truth, (X, y)
+
+
 def test_least_squares_approaches_linear_risk(key):
     """The held-out risk of the least-squares fit decreases towards the closed form as n grows.
 
     With p = L d + 1 features, ordinary least squares has expected excess risk about
     sigma^2 p / (n - p); at n = 40 p that is ~2.5 % of the risk, asserted within 6 %.
     """
-    problem = slr.Problem(5, 4, 0.5, eps=0.1)
-    truth = slr.ground_truth(key, problem.d)
+    problem, truth, (X_all, y_all) = _least_squares_data(key)
     test = slr.sample(problem, truth, jax.random.key(10), 100_000)
     gaps = []
-    for i, n in enumerate([50, 200, 840]):
-        X, y, _ = slr.sample(problem, truth, jax.random.key(20 + i), n)
+    # Three independent training sets: disjoint slices of one draw (one compiled draw).
+    for n, (first, last) in zip([50, 200, 840], [(0, 50), (50, 250), (250, 1090)], strict=True):
+        X, y = X_all[first:last], y_all[first:last]
+        assert len(y) == n
         weights = slr.fit_linear(X, y)
         held_out = float(jnp.mean((test.y - slr.linear_predict(weights, test.X)) ** 2))
         gaps.append(held_out - slr.linear_risk(problem))
@@ -149,10 +162,9 @@ def test_least_squares_approaches_linear_risk(key):
 
 
 def test_fit_linear_needs_enough_samples(key):
-    problem = slr.Problem(5, 4, 0.5)
-    X, y, _ = slr.sample(problem, slr.ground_truth(key, 5), key, 10)
+    _, _, (X, y) = _least_squares_data(key)
     with pytest.raises(ValueError, match="at least L\\*d \\+ 1 = 21 samples"):
-        slr.fit_linear(X, y)
+        slr.fit_linear(X[:10], y[:10])
 
 
 def test_bayes_risk_between_noise_and_oracle(key):
