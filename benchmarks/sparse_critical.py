@@ -1,12 +1,14 @@
-"""The head's reduced critical-sample-size search of tests/test_sparse.py at more input lengths, and its trained head
-at the earlier, longer settings.
+"""The head's reduced critical-sample-size search of tests/test_sparse.py at more input lengths, its trained head
+at the earlier, longer settings, and the ERM identifiability at every published T.
 
 tests/test_sparse.py runs the reduced search (4 seeds, 2 rounds of 4 sizes, 1000 Adam steps) at T = 16 and 32 only
 (each T compiles the head's training again) and trains the head at T = 32 for 1000 steps on m = 104 or 10 samples;
 this runs the search at every T of --Ts (default 16, 32 and 64: the test's earlier pair was 16 and 64) and prints
 m*, its bootstrap interval, the median ERM identifiability (100 trials) and the success rate at every size tried,
 with the tests' criteria (m* >= ERM, m* non-decreasing in T); then the trained head at T = 32 with m = 160 and 10
-samples and 2000 steps (the test's earlier settings): validation accuracy and attention mass on the support.
+samples and 2000 steps (the test's earlier settings): validation accuracy and attention mass on the support; then
+the median ERM identifiability of the 3-AND from 200 trials at T = 10, 30, 100, 300 and 1000 against the published
+14, 20, 24, 28 and 34 (docs/science.md section 8; the test's band is +-2, and it checks T <= 100).
 
 Usage: python benchmarks/sparse_critical.py [--Ts 16 32 64]
 """
@@ -61,6 +63,12 @@ def main():
               f"mass on the support {run.mass[i, 0]:.3f} -> {run.mass[i, -1]:.3f}, "
               f"training accuracy {run.train_accuracy[i]:.3f}")  # fmt: skip
     print(f"trained heads: {time.perf_counter() - began:.0f} s")
+
+    for T, published in {10: 14, 30: 20, 100: 24, 300: 28, 1000: 34}.items():
+        began = time.perf_counter()
+        median = float(np.median(sparse.erm_identifiability(SparseTarget(T, 3), T, trials=200)))
+        print(f"ERM identifiability at T = {T}: median {median:g} (published {published}, within 2: "
+              f"{abs(median - published) <= 2}); {time.perf_counter() - began:.1f} s", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

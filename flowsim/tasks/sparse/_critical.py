@@ -4,9 +4,10 @@ A run succeeds when its validation accuracy on fresh samples reaches `SUCCESS_AC
 not train every m of a fine grid: a first round spreads `candidates` sample sizes geometrically over
 [m_low, m_high], and each further round puts `candidates` new sizes evenly inside the bracket between the
 largest size that failed and the smallest that succeeded (success rate >= 1/2), until the bracket is one
-sample wide or the rounds are spent. Every round trains seeds x candidates models in one compiled program
-(`train`, training sets padded to m_high, compiled once per search: every call trains groups of the same
-size). The interval is a bootstrap over seeds.
+sample wide or the rounds are spent; a round in which no size has yet succeeded is followed by one over
+(m_high, 2 m_high], the range doubled upward. Every round trains seeds x candidates models in a few compiled programs
+(`train`: groups of a size fixed by m_high and T, each group's training sets cut to its largest size rounded up to
+a quarter power of two, so that a few programs serve every round). The interval is a bootstrap over seeds.
 
 The training budget is part of the measurement: `budget` is a number of optimiser steps, or "converged"
 (train until the training loss converges, capped at `max_steps`); every run reports whether it converged.
@@ -122,7 +123,11 @@ def critical_sample_size(
         rates = success_rates(success)
         above = np.flatnonzero(rates >= 0.5)
         if not len(above):
-            break
+            # Nothing reached 1/2 up to the range's top: the next round doubles the range upward, so that a
+            # learner that needs more than span x log2 C(T, s) samples gets an m* rather than "> m_high".
+            m_high = 2 * int(m[-1])
+            sizes = np.setdiff1d(np.unique(np.geomspace(m[-1], m_high, candidates + 1).round().astype(int)), m)
+            continue
         high = m[above[0]]
         below = m[(m < high)]
         low = below.max() if len(below) else m_low - 1
@@ -159,8 +164,8 @@ def _budget(learner, budget, max_steps, training) -> tuple[str, dict]:
 
 
 def _train_sizes(target, key, learner, supports, sizes, m_high, n_validation, training) -> dict[int, tuple]:
-    """Train seeds x sizes models at once, in groups of a size fixed by (m_high, T, seeds) so that every round
-    runs the same compiled program; {m: (success, validation accuracy, mass log, steps, converged, steps run)}."""
+    """Train seeds x sizes models at once, in groups of a size fixed by (m_high, T, seeds) so that the rounds
+    share their compiled programs; {m: (success, validation accuracy, mass log, steps, converged, steps run)}."""
     models = [(i, int(m)) for m in sizes for i in range(len(supports))]
     x = np.zeros((len(models), m_high, target.T), bool)  # bits as booleans: `train` makes floats per group
     y, mask = np.zeros((len(models), m_high)), np.zeros((len(models), m_high))

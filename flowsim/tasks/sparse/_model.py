@@ -7,11 +7,21 @@ attention is computed, and since e_l is affine in the bit x_l the scores are (b_
 with u = W_K^T q / sqrt(width): the positional part is shared by every sample, so a sample costs O(T) for
 its scores and O(T width) for its attended value, not O(T^2).
 
+A batch of inputs is not even taken token by token (`logits`): a token's weight e^{score} and its value depend
+only on its bit and its position, so every sum over the tokens that the [CLS] output needs (the softmax's
+normaliser and its weighted values) is sum_l f(x_l, l) = sum_l f(0, l) (1 - x_l) + f(1, l) x_l: matrix
+products of the (samples, T) bits with (T, features) matrices shared by the batch, with no (samples, T)
+softmax, exponential or gradient of it. The sums have nonnegative coefficients (no cancellation), and the
+weights are scaled by the largest token's, so nothing overflows.
+
 The paper's learner (`OneLayerTransformer`): a one-layer Transformer (16 heads, width 64, pre-layer-norm) read out
 from a [CLS] token, computed the same way: only its [CLS] row, from the 2T keys and values of the (bit, position)
 tokens shared by every sample.
 
 The contrast (`BitsMLP`): an MLP on the flattened bits.
+
+Every learner's `logits(x)` takes a batch of inputs (samples, T) and is what training calls; `model(x)` is
+the logit of one input.
 """
 
 import math
@@ -64,11 +74,30 @@ class AttentionHead(eqx.Module):
         """The [CLS] row of the attention: softmax of the scores."""
         return jax.nn.softmax(self.scores(x), axis=-1)
 
+    def logits(self, x: Float[Array, "samples T"]) -> Float[Array, " samples"]:
+        """The logits of P(y = 1) for a batch of inputs of T bits.
+
+        A token's score is c_l + x_l delta (c_l = (b_0 + P_l) . u, delta = (b_1 - b_0) . u), so its weight is
+        w_l e^{delta x_l} with w_l = e^{c_l}: up to a factor common to every token, the bit whose factor is
+        the larger (1 if delta >= 0, else 0) weighs 1 and the other e^{-|delta|}. With xi the indicator of the
+        larger bit, every sum the head needs is small sum_l w_l g_l + (1 - small) xi @ (w g) (small =
+        e^{-|delta|}): one matrix product per batch for the normaliser and the attended positions.
+        """
+        u = self.keys.T @ self.query / math.sqrt(self.query.shape[0])
+        c, delta = (self.bits[0] + self.positions) @ u, (self.bits[1] - self.bits[0]) @ u
+        w = jnp.exp(c - jax.lax.stop_gradient(jnp.max(c)))
+        features = jnp.concatenate([w[:, None], w[:, None] * self.positions], axis=1)  # (T, 1 + width)
+        up, small = delta >= 0, jnp.exp(-jnp.abs(delta))
+        larger = (small * features.sum(0)) + (1 - small) * (jnp.where(up, x, 1 - x) @ features)
+        normaliser, on_larger = larger[:, :1], (jnp.where(up, x, 1 - x) @ w)[:, None]
+        # sum over the tokens of bit 1 of their weights: xi @ w when bit 1 is the larger, else small (w - xi @ w).
+        on_ones = jnp.where(up, on_larger, small * (jnp.sum(w) - on_larger))
+        attended = self.bits[0] + (on_ones / normaliser) * (self.bits[1] - self.bits[0]) + larger[:, 1:] / normaliser
+        return jax.vmap(lambda a: self.readout(self.values @ a))(attended)
+
     def __call__(self, x: Float[Array, " T"]) -> Float[Array, ""]:
         """The logit of P(y = 1) for one input of T bits."""
-        a = self.attention(x)
-        attended = self.bits[0] + (a @ x) * (self.bits[1] - self.bits[0]) + a @ self.positions
-        return self.readout(self.values @ attended)
+        return self.logits(x[None])[0]
 
 
 class BitsMLP(eqx.Module):
@@ -82,7 +111,12 @@ class BitsMLP(eqx.Module):
     def __init__(self, T: int, hidden: int = 32, *, key: PRNGKeyArray):
         self.mlp = eqx.nn.MLP(T, "scalar", hidden, depth=2, activation=jax.nn.relu, key=key)
 
+    def logits(self, x: Float[Array, "samples T"]) -> Float[Array, " samples"]:
+        """The logits of P(y = 1) for a batch of inputs of T bits."""
+        return jax.vmap(self)(x)
+
     def __call__(self, x: Float[Array, " T"]) -> Float[Array, ""]:
+        """The logit of P(y = 1) for one input of T bits."""
         return self.mlp(2.0 * x - 1.0)
 
 
@@ -160,23 +194,45 @@ class OneLayerTransformer(eqx.Module):
         return self._scores(x, keys, cls_key, query)
 
     def _scores(self, x, keys, cls_key, query):
+        on_cls, on_tokens = self._token_scores(keys, cls_key, query)
+        return on_cls, on_tokens[0] + x * (on_tokens[1] - on_tokens[0])
+
+    @staticmethod
+    def _token_scores(keys, cls_key, query):
+        """The scores of [CLS], (heads,), and of the bit-0 and bit-1 tokens, (2, heads, T): shared by every sample."""
         scale = 1.0 / math.sqrt(query.shape[-1])
-        on_tokens = jnp.einsum("bthd,hd->bht", keys, query) * scale  # (2, heads, T): shared by every sample
-        return jnp.sum(cls_key * query, -1) * scale, on_tokens[0] + x * (on_tokens[1] - on_tokens[0])
+        return jnp.sum(cls_key * query, -1) * scale, jnp.einsum("bthd,hd->bht", keys, query) * scale
 
     def attention(self, x: Float[Array, " T"]) -> Float[Array, "heads T"]:
         """The [CLS] row of each head's attention over the T bit tokens (its weight on [CLS] left out)."""
         on_cls, on_tokens = self.scores(x)
         return jax.nn.softmax(jnp.concatenate([on_cls[:, None], on_tokens], axis=1), axis=1)[:, 1:]
 
-    def __call__(self, x: Float[Array, " T"]) -> Float[Array, ""]:
-        """The logit of P(y = 1) for one input of T bits."""
+    def logits(self, x: Float[Array, "samples T"]) -> Float[Array, " samples"]:
+        """The logits of P(y = 1) for a batch of inputs of T bits.
+
+        Each head's token weights e^{score} (scaled by the head's largest, [CLS] included) and weighted values
+        depend only on the token's bit and position: their sums over the tokens are (1 - x) @ F_0 + x @ F_1, two
+        matrix products per batch with the (T, heads (1 + head_width)) features of the bit-0 and bit-1 tokens.
+        """
         (keys, values), (cls_key, cls_value, query) = self.token_keys_values()
-        on_cls, on_tokens = self._scores(x, keys, cls_key, query)
-        weights = jax.nn.softmax(jnp.concatenate([on_cls[:, None], on_tokens], axis=1), axis=1)
-        a = weights[:, 1:]  # (heads, T)
-        attended = weights[:, :1] * cls_value + jnp.einsum("ht,thd->hd", a, values[0])
-        attended = attended + jnp.einsum("ht,thd->hd", a * x, values[1] - values[0])
-        z = self.cls + self.w_output(attended.reshape(-1))
+        on_cls, on_tokens = self._token_scores(keys, cls_key, query)
+        shift = jax.lax.stop_gradient(jnp.maximum(on_cls, jnp.max(on_tokens, axis=(0, 2))))  # (heads,)
+        weights = jnp.exp(on_tokens - shift[:, None])  # (2, heads, T)
+        cls_weight = jnp.exp(on_cls - shift)
+        features = jnp.concatenate([weights[..., None], weights[..., None] * jnp.swapaxes(values, 1, 2)], axis=-1)
+        features = jnp.swapaxes(features, 1, 2).reshape(2, x.shape[-1], -1)  # (2, T, heads (1 + head_width))
+        sums = ((1 - x) @ features[0] + x @ features[1]).reshape(*x.shape[:-1], self.heads, -1)
+        normaliser = cls_weight + sums[..., 0]
+        attended = (cls_weight[:, None] * cls_value + sums[..., 1:]) / normaliser[..., None]
+        return jax.vmap(self._output)(attended.reshape(*x.shape[:-1], -1))
+
+    def _output(self, attended: Float[Array, " width"]) -> Float[Array, ""]:
+        """The logit from the heads' attended values (concatenated): the residual stream, MLP, read-out."""
+        z = self.cls + self.w_output(attended)
         z = z + self.mlp_out(jax.nn.gelu(self.mlp_in(self.norm_mlp(z))))
         return self.readout(self.norm_final(z))[0]
+
+    def __call__(self, x: Float[Array, " T"]) -> Float[Array, ""]:
+        """The logit of P(y = 1) for one input of T bits."""
+        return self.logits(x[None])[0]

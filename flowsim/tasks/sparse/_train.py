@@ -85,7 +85,7 @@ def _new(learner, T, options, key):
 
 
 def _accuracy(model, x, y, mask):
-    correct = (jax.vmap(model)(x) > 0) == y
+    correct = (model.logits(x) > 0) == y
     return jnp.sum(correct * mask) / jnp.sum(mask)
 
 
@@ -139,8 +139,9 @@ def train(
     - `until_converged`: stop a model once its training loss is <= `loss_threshold` or fell by less than a
       relative `PLATEAU` over `patience` steps (a multiple of `log_every`).
     - `group`: models trained side by side (vmapped) in one compiled call, the calls one after another (the
-      last padded); default: as many as hold 2^18 training-set elements. Fixing it across calls of the same
-      shapes (as `critical_sample_size` does) compiles once for every round of a search.
+      last padded); default: as many as hold 2^18 training-set elements. Each group's training sets are cut
+      to its largest (rounded up to a quarter power of two); fixing `group` across calls (as
+      `critical_sample_size` does) lets the rounds of a search share their compiled programs.
     - `options`: the learner's settings, defaults in `DEFAULTS[learner]`: `lr`, `weight_decay` (AdamW when
       > 0, else Adam), `width`, `hidden`, `heads`; the control's `l1_scale` (lambda = l1_scale sqrt(ln T / m)).
 
@@ -184,7 +185,11 @@ def train(
     kinds = (float, float, float, float, float, None)
 
     def rows(start):
-        arrays = (jnp.asarray(a[start : start + group], kind) for a, kind in zip(inputs, kinds, strict=True))
+        # The group's training sets cut to its largest, rounded up to a quarter power of two: a smaller m costs
+        # less, and few distinct lengths (programs to compile) serve every group of a search.
+        length = min(x.shape[1], _bucket(int(np.max(np.sum(inputs[2][start : start + group] > 0, axis=1)))))
+        cut = [a[start : start + group, :length] if i < 3 else a[start : start + group] for i, a in enumerate(inputs)]
+        arrays = (jnp.asarray(a, kind) for a, kind in zip(cut, kinds, strict=True))
         return jax.tree.map(lambda a: jnp.asarray(a[start : start + group]), initial), *arrays
 
     outputs = [_train(config, hyper, criterion, *rows(start)) for start in range(0, models + padded, group)]
@@ -195,6 +200,11 @@ def train(
         np.arange(0, steps + 1, log_every), loss, mass, gap, train_accuracy, validation_accuracy,
         segments * log_every, converged,
     )  # fmt: skip
+
+
+def _bucket(n: int) -> int:
+    """The smallest ceil(2^(k/4)) >= n (k an integer): lengths at most 19 % above n, four per doubling."""
+    return math.ceil(2 ** (math.ceil(4 * math.log2(max(n, 1)) - 1e-9) / 4))
 
 
 @eqx.filter_jit
@@ -232,7 +242,7 @@ def _train(config, hyper, criterion, initial, x, y, mask, x_validation, y_valida
 
     def one(params, x, y, mask, x_validation, y_validation, support):
         def loss(params):
-            logits = jax.vmap(eqx.combine(params, static))(x)
+            logits = eqx.combine(params, static).logits(x)
             return jnp.sum(optax.sigmoid_binary_cross_entropy(logits, y) * mask) / jnp.sum(mask)
 
         def step(carry, _):
