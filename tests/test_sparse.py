@@ -302,6 +302,14 @@ def test_the_sweep_command(tmp_path):
     assert (tmp_path / "out" / "sweep.png").stat().st_size > 1000
     assert main([*arguments.split(), "--out", str(tmp_path / "out"), "--resume"]) == 0
     assert (tmp_path / "out" / "critical.csv").read_text().splitlines() == table
+    # The run's units read back as one sweep (as a sweep extended by a later run would be): the same m*.
+    read = sparse.read_sweep(tmp_path / "out")
+    assert sorted(read.results) == [("head", "1000"), ("l1", "converged"), ("mlp", "1000")]
+    assert read.Ts.tolist() == [16, 32] and (read.erm > 0).all()
+    expected = [float(row.split(",")[3]) for row in table[1:]]
+    assert sorted(sparse.sweep_table(read)["critical_m"].tolist()) == sorted(expected)
+    with pytest.raises(ValueError, match="holds no run of flowsim sparse sweep"):
+        sparse.read_sweep(tmp_path)
 
 
 def _direct_head(model, x):
@@ -414,7 +422,9 @@ def test_the_search_doubles_its_range_upward_until_a_size_succeeds():
     """The l1 control at T = 64 with a span of 1.5 (sizes 16 ... 24, far below its m* of about 76): no size reaches a
     success rate of 1/2 in the first round, so the next rounds search (24, 48] and (48, 96], and m* is found (finite,
     above 48) instead of being reported as "> 24"."""
-    result = sparse.critical_sample_size(SparseTarget(64, 3), 0, learner="l1", seeds=4, span=1.5, candidates=2, rounds=3)
+    result = sparse.critical_sample_size(
+        SparseTarget(64, 3), 0, learner="l1", seeds=4, span=1.5, candidates=2, rounds=3
+    )
     rates = sparse.success_rates(result.success)
     assert result.m.max() == 96 and (rates[result.m <= 24] < 0.5).all()
     assert 48 < result.critical <= 96 and rates[result.m == result.critical][0] >= 0.5

@@ -18,16 +18,26 @@ LENGTH = Allowed("an integer > --s", lambda T: T >= 2, integer=True)
 SPAN = Allowed("a number in (1, 1e4]", lambda x: 1 < x <= 1e4)
 #: Seconds of the ERM identifiability per (trial x token) (0.15 s a trial at T = 256).
 ERM_SECONDS = 6e-4
-#: Seconds of one step of an attention head's training, for all the runs of a round at once (12 runs at T = 64, m
-#: up to 128: 11.8 s for 1000 steps), growing with the padded training sets beyond that size; the other
-#: learners' cost relative to it (the Transformer: about ten heads per sample, docs/science.md; the l1 control:
-#: a solver run to its tolerance, counted as 100 steps). A "converged" budget is counted as `CONVERGED_STEPS`:
-#: its runs stop once the training loss stops improving, mostly long before the cap (--max-steps).
-HEAD_STEP_SECONDS = 1.2e-2
-HEAD_STEP_ELEMENTS = 12 * 128 * 64
+#: Seconds of an attention head's training per (run x round x step x padded sample x token), over the runs of a
+#: (learner, budget, T) unit: measured by the default sweep on the idle 2-core CPU (BENCHMARKS.md, issue 24: 1000
+#: steps at T = 128 and 256, 48 s and 83 s for 3 rounds of 60 runs at m <= 152 and 176), after `UNIT_SECONDS`
+#: of compiling its programs (about 25 s a unit at T <= 64, where the training itself is negligible). The other
+#: learners' cost per element relative to the head's (the Transformer: ten heads' work, measured 10.5 x at
+#: T = 4096 by benchmarks/sparse_training.py; the l1 control: a solver run to its tolerance, no compiling, counted
+#: as 30 steps: 37 s at T = 4096 in the default sweep).
+HEAD_ELEMENT_SECONDS = 6e-9
+UNIT_SECONDS = 25.0
 RELATIVE = {"head": 1.0, "mlp": 4.0, "transformer": 10.0, "l1": 1.0}
-L1_STEPS = 100
-CONVERGED_STEPS = 1000
+L1_STEPS = 30
+#: A "converged" budget counted in steps: its runs stop once the training loss is <= 1e-6 or stops improving,
+#: but a group of runs trained side by side waits for its slowest (measured: 2.4 x and 2.1 x the 1000-step budget's
+#: time at T = 128 and 256).
+CONVERGED_STEPS = 2500
+
+
+def _steps(budget, max_steps: int) -> int:
+    """The steps a budget is counted as: its number, or for "converged" `CONVERGED_STEPS` (at most the cap)."""
+    return min(CONVERGED_STEPS, max_steps) if budget == "converged" else int(budget)
 
 
 def _information(T: int, s: int) -> int:
@@ -64,7 +74,6 @@ def sweep(args) -> tuple[list, list]:
             "lower --erm-trials",
         )
     )
-    steps = max([CONVERGED_STEPS if b == "converged" else b for b in args.budgets])
     runs = args.seeds * args.candidates
     for learner in args.learners:
         option, Ts = lengths[learner]
@@ -78,14 +87,15 @@ def sweep(args) -> tuple[list, list]:
                 f"lower {option}, --seeds or --candidates",
             )
         )
-        budgets = 1 if learner == "l1" else len(args.budgets)
-        step = sum(max(1.0, runs * math.ceil(span * _information(T, args.s)) * T / HEAD_STEP_ELEMENTS) for T in Ts)
-        learner_steps = L1_STEPS if learner == "l1" else steps
+        budget_steps = [L1_STEPS] if learner == "l1" else [_steps(b, args.max_steps) for b in args.budgets]
+        elements = sum(runs * args.rounds * math.ceil(span * _information(T, args.s)) * T for T in Ts)
+        compiling = 0.0 if learner == "l1" else UNIT_SECONDS * len(budget_steps) * len(Ts)
+        seconds = compiling + HEAD_ELEMENT_SECONDS * RELATIVE[learner] * elements * sum(budget_steps)
         costs.append(
             Cost(
-                f"the {learner}'s training ({budgets} budgets x {args.rounds} rounds x {runs} runs x {learner_steps} "
-                f"steps at {len(Ts)} T)",
-                HEAD_STEP_SECONDS * RELATIVE[learner] * budgets * args.rounds * learner_steps * step,
+                f"the {learner}'s training ({len(budget_steps)} budgets of {'/'.join(map(str, budget_steps))} steps x "
+                f"{args.rounds} rounds x {runs} runs at {len(Ts)} T)",
+                seconds,
                 f"lower --seeds, --candidates, --rounds, the budgets (--budgets, --max-steps) or {option}",
             )
         )

@@ -88,10 +88,11 @@ class AttentionHead(eqx.Module):
         w = jnp.exp(c - jax.lax.stop_gradient(jnp.max(c)))
         features = jnp.concatenate([w[:, None], w[:, None] * self.positions], axis=1)  # (T, 1 + width)
         up, small = delta >= 0, jnp.exp(-jnp.abs(delta))
-        larger = (small * features.sum(0)) + (1 - small) * (jnp.where(up, x, 1 - x) @ features)
-        normaliser, on_larger = larger[:, :1], (jnp.where(up, x, 1 - x) @ w)[:, None]
-        # sum over the tokens of bit 1 of their weights: xi @ w when bit 1 is the larger, else small (w - xi @ w).
-        on_ones = jnp.where(up, on_larger, small * (jnp.sum(w) - on_larger))
+        on_larger = jnp.where(up, x, 1 - x) @ features  # sums over the tokens of the larger bit
+        larger = small * features.sum(0) + (1 - small) * on_larger
+        normaliser = larger[:, :1]
+        # The weights of the tokens of bit 1: xi @ w when bit 1 is the larger, else small (sum w - xi @ w).
+        on_ones = jnp.where(up, on_larger[:, :1], small * (jnp.sum(w) - on_larger[:, :1]))
         attended = self.bits[0] + (on_ones / normaliser) * (self.bits[1] - self.bits[0]) + larger[:, 1:] / normaliser
         return jax.vmap(lambda a: self.readout(self.values @ a))(attended)
 

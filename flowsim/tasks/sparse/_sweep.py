@@ -11,6 +11,7 @@ of least AIC, or the laws within 2 of it when the data do not tell them apart.
 import math
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
 import equinox as eqx
@@ -19,7 +20,7 @@ import numpy as np
 import scipy.optimize
 import scipy.stats
 
-from flowsim._checks import as_key, at_least, check_count
+from flowsim._checks import InvalidInput, as_key, at_least, check_count
 from flowsim.tasks.sparse._critical import critical_sample_size
 from flowsim.tasks.sparse._data import SparseTarget
 from flowsim.tasks.sparse._limits import erm_identifiability, information_limit
@@ -38,6 +39,7 @@ __all__ = [
     "critical_sigma",
     "fit_scaling",
     "paper_table",
+    "read_sweep",
     "selection_table",
     "sweep",
     "sweep_figure",
@@ -254,7 +256,7 @@ def sweep(
             for T in every_T
         ]
     )
-    results, seconds, fits = {}, {}, {}
+    results, seconds = {}, {}
     for learner in learners:
         began = time.perf_counter()
         setting = search | ({"span": spans[learner]} if learner in spans else {}) | options.get(learner, {})
@@ -276,15 +278,64 @@ def sweep(
                     )
         for budget, found in curves.items():
             results[learner, budget] = tuple(found)
-            T_curve = np.array(swept[learner])
-            critical = np.array([result.critical for result in found])
-            finite = np.isfinite(critical)  # a T where no m up to m_high succeeded is left out of the fits
-            if finite.sum() >= 3:
-                sigma = [critical_sigma(r) for r, ok in zip(found, finite, strict=True) if ok]
-                fits[learner, budget] = fit_scaling(T_curve[finite], critical[finite], sigma)
         seconds[learner] = time.perf_counter() - began
     information = np.array([information_limit(int(T), s) for T in every_T])
-    return Sweep(every_T, s, results, erm, information, fits, seconds)
+    return Sweep(every_T, s, results, erm, information, _fits(results), seconds)
+
+
+def _fits(results: dict) -> dict:
+    """`fit_scaling` of each curve's finite m* (a T where no size succeeded is left out), weighted by
+    `critical_sigma`, for the curves with at least 3."""
+    fits = {}
+    for curve, found in results.items():
+        finite = [r for r in found if np.isfinite(r.critical)]
+        if len(finite) >= 3:
+            T, critical = np.array([r.T for r in finite]), np.array([r.critical for r in finite])
+            fits[curve] = fit_scaling(T, critical, [critical_sigma(r) for r in finite])
+    return fits
+
+
+def read_sweep(*folders) -> Sweep:
+    """The finished units of one or more `flowsim sparse sweep` runs, read from their folders (interrupted
+    runs included), as one `Sweep` with its fits: e.g. a sweep extended to other T, learners or budgets by a
+    later run. A (learner, budget, T) found in several folders is taken from the first; the search settings of
+    each run are those in its run.json (`CriticalSize.m` holds the sizes each search tried).
+
+    **Arguments:** `folders`: the runs' folders (each holding run.json and units/).
+
+    **Returns:** a `Sweep` (`seconds`: each learner's computing time, summed over the runs that report it).
+    """
+    from flowsim._stored import load_unit
+    from flowsim.results import UNITS, earlier_run
+
+    if not folders:
+        raise InvalidInput("read_sweep needs at least one folder")
+    found: dict = {}
+    erm: dict[int, float] = {}
+    seconds: dict[str, float] = {}
+    sizes = set()
+    for folder in map(Path, folders):
+        record = earlier_run(folder)
+        if record is None or record.get("parameters", {}).get("command") != "sparse sweep":
+            raise InvalidInput(f"{folder} holds no run of flowsim sparse sweep (its run.json)")
+        sizes.add(record["parameters"]["s"])
+        for name in record.get("units", []):
+            path = folder / UNITS / f"{name}.npz"
+            if name.startswith("erm-T"):
+                erm.setdefault(int(name[5:]), float(np.median(load_unit(path)["trials"])))
+            elif name.split("-")[0] in LEARNERS:
+                result = load_unit(path)
+                found.setdefault((result.learner, result.budget), {}).setdefault(result.T, result)
+        for learner, spent in record.get("summary", {}).get("seconds_per_learner", {}).items():
+            seconds[learner] = seconds.get(learner, 0.0) + spent
+    if len(sizes) != 1:
+        raise InvalidInput(f"the runs must have the same support size s, got {sorted(sizes)}")
+    s = sizes.pop()
+    results = {curve: tuple(by_T[T] for T in sorted(by_T)) for curve, by_T in found.items()}
+    Ts = np.array(sorted({T for by_T in found.values() for T in by_T} | set(erm)))
+    median = np.array([erm.get(int(T), np.nan) for T in Ts])
+    information = np.array([information_limit(int(T), s) for T in Ts])
+    return Sweep(Ts, s, results, median, information, _fits(results), seconds)
 
 
 def _erm(target, key, trials) -> dict:
