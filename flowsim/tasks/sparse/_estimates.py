@@ -16,8 +16,9 @@ __all__ = ["LENGTH", "SPAN", "sweep"]
 LENGTH = Allowed("an integer > --s", lambda T: T >= 2, integer=True)
 #: A search span m_high / m_low: above 1 (a range to search), and small enough that m_high samples are counted.
 SPAN = Allowed("a number in (1, 1e4]", lambda x: 1 < x <= 1e4)
-#: Seconds of the ERM identifiability per (trial x token) (0.15 s a trial at T = 256).
-ERM_SECONDS = 6e-4
+#: Seconds of the ERM identifiability per (trial x token): the default sweep's 200 trials at its 9 T (8176 tokens)
+#: took about 25 s on the idle 2-core CPU (one compiled draw per target, identification by pair products).
+ERM_SECONDS = 2e-5
 #: Seconds of an attention head's training per (run x round x step x padded sample x token), over the runs of a
 #: (learner, budget, T) unit: measured by the default sweep on the idle 2-core CPU (BENCHMARKS.md, issue 24: 1000
 #: steps at T = 128 and 256, 48 s and 83 s for 3 rounds of 60 runs at m <= 152 and 176), after `UNIT_SECONDS`
@@ -93,8 +94,8 @@ def sweep(args) -> tuple[list, list]:
         seconds = compiling + HEAD_ELEMENT_SECONDS * RELATIVE[learner] * elements * sum(budget_steps)
         costs.append(
             Cost(
-                f"the {learner}'s training ({len(budget_steps)} budgets of {'/'.join(map(str, budget_steps))} steps x "
-                f"{args.rounds} rounds x {runs} runs at {len(Ts)} T)",
+                f"the {learner}'s training ({' + '.join(map(str, budget_steps))} steps x {args.rounds} rounds x "
+                f"{runs} runs at {len(Ts)} T)",
                 seconds,
                 f"lower --seeds, --candidates, --rounds, the budgets (--budgets, --max-steps) or {option}",
             )
