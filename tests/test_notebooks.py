@@ -82,6 +82,8 @@ def _check_sparse_variable_creation(values):
     assert values["head_accuracy_m10"] < 0.99 and values["mlp_accuracy_m80"] < 0.99
     assert values["critical_T16"] >= values["erm_median_T16"]
     assert 0.3 < values["power_fit_exponent"] < 0.7 and values["mlp_power_fit_exponent"] > 0.9
+    # Over T = 256 ... 4096 the control's m* does not grow and the head's does.
+    assert values["control_late_power_exponent"] < 0 < values["head_late_power_exponent"]
 
 
 def _check_latent_posterior_attention(values):
@@ -179,6 +181,8 @@ CHECKS = {
             "erm_median_T16": "erm_16",
             "power_fit_exponent": 'fits["power"].b',
             "mlp_power_fit_exponent": 'mlp_fits["power"].b',
+            "control_late_power_exponent": 'control_late["power"].b',
+            "head_late_power_exponent": 'head_late["power"].b',
         },
         _check_sparse_variable_creation,
     ),

@@ -94,10 +94,11 @@ def test_population_pgd_on_M_is_the_overlap_map_and_stays_on_M(key):
     assert np.abs(np.asarray(run.ys[:, -1] - run.ys[:, 0])).max() > 0.1
 
 
-def test_population_pgd_off_M_under_a_schedule_is_the_overlap_map(key):
-    """Given initial overlaps (two off M, one on M) and lam = 0.5 / (1 + 1e-3 step): step n uses
-    lam(lr n) in both, so the trajectories agree to rounding (observed ~2.5e-15; bound 1e-10)."""
-    run = slr.run_sgd(
+@pytest.fixture(scope="module")
+def population_run(key):
+    """Population PGD in R^12 from given overlaps (two off M, one on M) under lam = 0.5 / (1 + 1e-3 step): the run
+    of the two tests below, computed once."""
+    return slr.run_sgd(
         PROBLEM.with_schedule(SCHEDULE),
         key,
         init=M0,
@@ -107,6 +108,12 @@ def test_population_pgd_off_M_under_a_schedule_is_the_overlap_map(key):
         seeds=SEEDS,
         mode="population",
     )
+
+
+def test_population_pgd_off_M_under_a_schedule_is_the_overlap_map(population_run, key):
+    """Given initial overlaps (two off M, one on M) and lam = 0.5 / (1 + 1e-3 step): step n uses
+    lam(lr n) in both, so the trajectories agree to rounding (observed ~2.5e-15; bound 1e-10)."""
+    run = population_run
     np.testing.assert_allclose(run.scheduled_values, 0.5 / (1 + 1e-3 * run.steps), rtol=1e-15)
     reference = _map(run.ys[:, 0], SCHEDULE)
     np.testing.assert_allclose(run.ys, reference.ys, rtol=0, atol=1e-10)
@@ -131,21 +138,11 @@ def test_population_pgd_off_M_under_a_schedule_is_the_overlap_map(key):
     np.testing.assert_allclose(single.ys[:, 0], np.broadcast_to(M0[1], (SEEDS, 5)), rtol=0, atol=1e-12)
 
 
-def test_population_run_is_the_map_on_the_overlaps(key):
+def test_population_run_is_the_map_on_the_overlaps(population_run):
     """`compare(run, reference="map")`: mode "population" takes the exact PGD step in R^d, the map takes it on the
     overlaps: the same algorithm, so only round-off separates them (measured: 2.3e-15 after 1000 steps). The run
-    of the test above (the same compiled programs: run and map)."""
-    run = slr.run_sgd(
-        PROBLEM.with_schedule(SCHEDULE),
-        key,
-        init=M0,
-        lr=LR,
-        steps=STEPS,
-        log_every=LOG_EVERY,
-        seeds=SEEDS,
-        mode="population",
-    )
-    comparison = slr.compare(run, reference="map")
+    of the test above."""
+    comparison = slr.compare(population_run, reference="map")
     assert comparison.ys.shape == (3, 11, 5) and comparison.times[-1] == pytest.approx(50.0)
     np.testing.assert_allclose(comparison.ys[:, 0], M0, rtol=0, atol=1e-12)
     assert comparison.max_deviation.max() <= 1e-10

@@ -468,6 +468,17 @@ def test_the_reduced_sweep_with_its_budget_axis(caplog):
     assert table["T"].tolist() == [100, *range(150, 801, 50), 900, 1000, 1100] and np.isnan(table["paper_low"][0])
 
 
+def test_the_logging_interval_divides_every_budget_the_cap_and_the_patience():
+    """`flowsim sparse sweep --budgets converged` alone once logged every 320 steps, which does not divide the
+    convergence criterion's patience of 1000 steps, and failed after the ERM limits were computed."""
+    from flowsim.tasks.sparse.cli import _log_every
+
+    for budgets, cap in (((1000, "converged"), 16000), (("converged",), 16000), (("converged",), 3000), ((1000,), 700)):
+        every = _log_every(budgets, cap)
+        divided = [b for b in budgets if b != "converged"] + [cap] + ([1000] if "converged" in budgets else [])
+        assert all(n % every == 0 for n in divided), (budgets, cap, every)
+
+
 def test_bad_training_budgets_are_refused():
     target = SparseTarget(16, 3)
     with pytest.raises(ValueError, match="budget must be a number of steps >= 1 or 'converged'"):

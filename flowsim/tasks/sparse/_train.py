@@ -29,7 +29,7 @@ from jaxtyping import Array, Float, Int
 from flowsim._checks import InvalidInput, as_key, check_choice, check_count, check_positive
 from flowsim.tasks.sparse._model import AttentionHead, BitsMLP, OneLayerTransformer
 
-__all__ = ["DEFAULTS", "LEARNERS", "LOSS_THRESHOLD", "PLATEAU", "L1Fit", "TrainingRun", "fit_l1", "train"]
+__all__ = ["DEFAULTS", "LEARNERS", "LOSS_THRESHOLD", "PATIENCE", "PLATEAU", "L1Fit", "TrainingRun", "fit_l1", "train"]
 
 #: Training-set elements (samples x T) of the models trained side by side (vmapped) at a time.
 _GROUP_ELEMENTS = 2**18
@@ -48,8 +48,9 @@ DEFAULTS = {
 }
 #: Training has converged when its mean training loss is at most this ...
 LOSS_THRESHOLD = 1e-6
-#: ... or when it fell by less than this share of itself over the last `patience` steps.
+#: ... or when it fell by less than this share of itself over the last `patience` steps (`PATIENCE` by default).
 PLATEAU = 1e-3
+PATIENCE = 1000
 #: The l1 control's solver: liblinear's tolerance and iteration cap.
 _L1_TOLERANCE, _L1_MAX_ITER = 1e-6, 10_000
 
@@ -122,7 +123,7 @@ def train(
     steps: int = 1000,
     until_converged: bool = False,
     loss_threshold: float = LOSS_THRESHOLD,
-    patience: int = 1000,
+    patience: int = PATIENCE,
     log_every: int = 100,
     group: int | None = None,
     **options,
