@@ -168,8 +168,8 @@ COMMANDS = (
         "paper's one-layer Transformer and an MLP) and training budget over T, against the information limit "
         "and ERM identifiability, with the laws a, a + b ln T, a + b T and a T^b compared by weighted fits "
         "and AIC; resumable (--resume). Measured on 2 CPU cores (docs/science.md, section 8): the control's m* "
-        "stops growing beyond T = 256 while the head's keeps growing, about logarithmically but by some 80 samples "
-        "per unit of ln T; the default run takes about 2.5 hours there",
+        "stops growing beyond T = 256 while the head's keeps growing (at 1000 steps by some 80 samples per unit "
+        "of ln T); the default run takes about 2.5 hours there",
         estimated(_sweep, _estimates.sweep),
         _sweep_options,
     ),
