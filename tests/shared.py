@@ -1,5 +1,8 @@
 """What several test files share: one definition each, so that they also share compiled programs."""
 
+import contextlib
+import signal
+
 import jax.numpy as jnp
 
 from flowsim import slr
@@ -7,3 +10,16 @@ from flowsim import slr
 #: A researcher's own map, made here with the public API only: softmax capped at C = e,
 #: w_l = min(e^{x_l}, C) / sum_j min(e^{x_j}, C), given by its log (min(x, 1)) so that large scores do not overflow.
 CAPPED = slr.AttentionMap("capped softmax", log_f=lambda x: jnp.minimum(x, 1.0), normalisation="tokens")
+
+
+@contextlib.contextmanager
+def default_ctrl_c():
+    """Within: SIGINT as a user's shell gives it (Python's default handler here, the default action in a child
+    process), whatever the test process had. The Ctrl-C tests send real SIGINTs, and a pytest-xdist worker was
+    seen to lose them in a full suite run (three such tests exited 0 instead of 130, each passing alone): a child
+    inherits an ignored SIGINT, and an in-process handler would catch it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

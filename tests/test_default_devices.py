@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared import default_ctrl_c
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 #: Small sizes: what is tested is that every command runs sharded and resumes, not its numbers.
 TINY = "--d 10 --L 3"
@@ -57,15 +59,17 @@ def _environment() -> dict:
 
 def _run(arguments: str, out: Path) -> subprocess.CompletedProcess:
     command = [*_executable(), *arguments.split(), "--out", str(out)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=600, env=_environment(), cwd=out.parent)
+    with default_ctrl_c():  # the child starts with SIGINT's default action, as from a user's shell
+        return subprocess.run(command, capture_output=True, text=True, timeout=600, env=_environment(), cwd=out.parent)
 
 
 def _interrupted(arguments: str, out: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
     """The run stopped by SIGINT once its record lists a finished unit: (the process, the units it kept)."""
     command = [*_executable(), *arguments.split(), "--out", str(out)]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment(), cwd=out.parent
-    )
+    with default_ctrl_c():  # the child starts with SIGINT's default action, as from a user's shell
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment(), cwd=out.parent
+        )
     deadline = time.monotonic() + 600
     while process.poll() is None and time.monotonic() < deadline:
         if _units(out):

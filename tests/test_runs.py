@@ -22,6 +22,7 @@ import flowsim
 from flowsim import _memory, results
 from flowsim.cli import main
 from flowsim.results import RunRecord
+from tests.shared import default_ctrl_c
 from tests.test_engine_generic import TASK, Y0
 
 #: The longest wait allowed from the SIGINT to the exception: the issue asks for a second or two. The SIGINT is
@@ -193,7 +194,8 @@ def test_an_interrupted_command_resumes_to_the_uninterrupted_tables(name, tmp_pa
 
     monkeypatch.setattr(RunRecord, "unit", unit_then_ctrl_c)
     resumed = tmp_path / "resumed"
-    assert main([*arguments.split(), "--out", str(resumed)]) == 130
+    with default_ctrl_c():
+        assert main([*arguments.split(), "--out", str(resumed)]) == 130
     assert "--resume" in capsys.readouterr().err
     record = json.loads((resumed / "run.json").read_text())
     assert record["status"] == "interrupted" and len(record["units"]) == 1
