@@ -17,9 +17,12 @@ def default_ctrl_c():
     """Within: SIGINT as a user's shell gives it (Python's default handler here, the default action in a child
     process), whatever the test process had. The Ctrl-C tests send real SIGINTs, and a pytest-xdist worker was
     seen to lose them in a full suite run (three such tests exited 0 instead of 130, each passing alone): a child
-    inherits an ignored SIGINT, and an in-process handler would catch it."""
+    inherits an ignored or blocked SIGINT, and an in-process handler other than Python's would catch it."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A blocked SIGINT would stay pending (and a child inherits the mask): unblocked in this thread, as in a shell.
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         yield
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         signal.signal(signal.SIGINT, previous)
