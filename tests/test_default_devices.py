@@ -36,12 +36,14 @@ RUNS = {
     "compare_softmax": f"compare --attention softmax {TINY} --steps 20 --log-every 10 --seeds 3 --lr 0.01",
 }
 #: Interrupted, resumed and uninterrupted: name: (arguments, the tables to compare, units of the whole run). The
-#: l1 control's sweep: the cheapest command with units (scikit-learn fits, few compilations).
+#: l1 control's sweep: the cheapest command with units (scikit-learn fits, few compilations), sized so that the
+#: work after its first unit takes seconds (60 fits per T): with two units of milliseconds each, a loaded machine
+#: once let the run finish before this process, polling its record, could send the SIGINT.
 RESUMED = {
     "sparse": (
-        "sparse sweep --Ts 8,16 --learners l1 --seeds 2 --candidates 2 --rounds 1 --erm-trials 5",
+        "sparse sweep --Ts 64,128,256 --learners l1 --seeds 10 --candidates 6 --rounds 1 --erm-trials 20",
         ("critical.csv",),
-        4,
+        6,
     ),
 }
 
