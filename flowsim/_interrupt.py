@@ -22,7 +22,9 @@ __all__ = [
     "Interrupted",
     "checking",
     "checking_enabled",
+    "ctrl_c_kept",
     "ctrl_c_stops",
+    "raise_if_ctrl_c",
     "run_interruptibly",
     "stopped",
 ]
@@ -31,6 +33,10 @@ _STOP = threading.Event()
 #: Set once a computation has reported the Ctrl-C (`run_interruptibly` returned interrupted), whose caller then
 #: raises `Interrupted` with what it computed; a Ctrl-C left unreported is raised by `ctrl_c_stops` itself.
 _REPORTED = threading.Event()
+#: Set by `ctrl_c_kept`'s handler: a Ctrl-C whose KeyboardInterrupt may have been dropped (raised inside a garbage
+#: collector's callback, which Python reports as "Exception ignored" and drops: JAX registers one); raised again by
+#: `raise_if_ctrl_c`.
+_PENDING = threading.Event()
 #: Whether solves are interruptible by default (`checking`): SGD scans always are, at no measurable
 #: cost, but a solve cut into segments takes a few percent longer (BENCHMARKS.md).
 _CHECKING = contextvars.ContextVar("flowsim_checking", default=False)
@@ -59,6 +65,36 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(f"interrupted {where}")
         self.result = result
         self.task = getattr(result, "task", None)
+
+
+@contextlib.contextmanager
+def ctrl_c_kept() -> Iterator[None]:
+    """Within (a command's run, in the main thread): Ctrl-C raises KeyboardInterrupt as usual and is also
+    remembered, so that one raised where Python drops exceptions (a garbage collector's callback) is raised again
+    at the next `raise_if_ctrl_c` (before each unit of work of a run), instead of being lost.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        _PENDING.set()
+        signal.default_int_handler(signum, frame)
+
+    _PENDING.clear()
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        _PENDING.clear()
+
+
+def raise_if_ctrl_c() -> None:
+    """KeyboardInterrupt if `ctrl_c_kept` saw a Ctrl-C since it began (one whose KeyboardInterrupt was dropped)."""
+    if _PENDING.is_set():
+        _PENDING.clear()
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from flowsim._checks import InvalidInput
+from flowsim._interrupt import raise_if_ctrl_c
 from flowsim._stored import load_unit, unit_bytes
 
 if TYPE_CHECKING:
@@ -439,6 +440,7 @@ class RunRecord:
         """
         if not name or not all(c.isalnum() or c in "-_=." for c in name) or name.startswith("."):
             raise InvalidInput(f"a unit's name must be letters, digits, '-', '_', '=' or '.', got {name!r}")
+        raise_if_ctrl_c()  # a Ctrl-C dropped during the last unit stops the run here, between two units
         path = self.folder / UNITS / f"{name}.npz"
         if name in self.units:
             return load_unit(path)

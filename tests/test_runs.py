@@ -6,6 +6,7 @@ task of test_engine_generic compiles in about a second): the computation must st
 check, raise `flowsim.Interrupted` and hand back the states it reached.
 """
 
+import gc
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ import pytest
 
 import flowsim
 from flowsim import _memory, results
+from flowsim._interrupt import ctrl_c_kept
 from flowsim.cli import main
 from flowsim.results import RunRecord
 from tests.shared import default_ctrl_c
@@ -176,6 +178,28 @@ RESUMED = {
     ),
     "advantage": ("advantage --quick --maps erf --d 10 --L 3 --bayes-samples 1000", ("advantage.csv",), 4),
 }
+
+
+def test_a_ctrl_c_dropped_in_a_gc_callback_is_raised_before_the_next_unit(tmp_path):
+    """Python drops an exception raised in a garbage collector's callback ("Exception ignored in": JAX registers
+    one), so a Ctrl-C whose KeyboardInterrupt landed there was lost, and a full-suite run finished an interrupted
+    sweep with exit 0. Within the command line's `ctrl_c_kept` the Ctrl-C is remembered: the run's next unit of work
+    raises it instead of starting."""
+
+    def interrupting(phase, info):
+        if phase == "start":
+            os.kill(os.getpid(), signal.SIGINT)  # its KeyboardInterrupt is raised inside this callback, and dropped
+
+    record = RunRecord(tmp_path / "run", "test", {}, seed=0)
+    with default_ctrl_c(), ctrl_c_kept():
+        gc.callbacks.append(interrupting)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(interrupting)
+        with pytest.raises(KeyboardInterrupt):
+            record.unit("next", lambda: 1.0)
+    assert record.units == []
 
 
 @pytest.mark.parametrize("name", RESUMED)

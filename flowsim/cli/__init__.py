@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from flowsim._checks import InvalidInput
-from flowsim._interrupt import checking
+from flowsim._interrupt import checking, ctrl_c_kept
 from flowsim._memory import announcing, long_runs_allowed
 from flowsim.commands import parts
 from flowsim.commands.options import Command, Parser, check, output_options
@@ -173,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         # The estimate of every run longer than a minute is said before it starts; one longer than
         # TIME_LIMIT is refused unless --yes asks for it.
         with (
+            ctrl_c_kept(),
             _cluster_member(args),
             checking(),
             long_runs_allowed(getattr(args, "yes", False)),
