@@ -3,7 +3,7 @@
 For each map (erf: closed form; softmax, linear, softplus: the default rule over the L scores, 2^14
 Sobol' points at L = 10) the projected gradient flow from B sphere starts to t = 100 at d = 400,
 L = 10 (issue 12's setting), by `slr.solve_flow` with the implicit solver the flow's stiffness needs
-(Kvaerno3 at rtol 1e-5 for the rule maps; erf's closed form at the engine's default tolerances, with
+(Rosenbrock4 at rtol 1e-5 for the rule maps; erf's closed form at the engine's default tolerances, with
 Kvaerno5). Timed: a first call (compile + run) and a second call (run only).
 
 The baseline is what a user would otherwise write: population PGD in R^d, k <- (k - a (I - k k^T)
@@ -15,13 +15,23 @@ here at the flow's saved states). Reaching t = 100 takes 100 / a steps; the base
 --pgd-steps steps (after a compile call of the same shape) and extrapolated. PGD at that step is a
 first-order approximation of the flow (its end points err by O(a)), the flow's solve by ~1e-5.
 
-Usage: python benchmarks/maps_flow.py [--maps softmax ...] [--quick]
+With `--trees BEFORE AFTER` (checkouts, e.g. `git worktree add /tmp/before 4c0663a`): instead, the flow of
+each map solved as each tree's task solves it (`Problem.flow_solver`), each tree in a fresh process with
+PYTHONPATH=TREE, alternated over `--rounds`; printed: each tree's first call and run, steps, and the largest
+difference of its end points from a tight solve (Rosenbrock4, rtol 1e-8, atol 1e-10, by this process's flowsim).
+
+Usage: python benchmarks/maps_flow.py [--maps softmax ...] [--quick] [--trees BEFORE AFTER [--rounds 2]]
 """
 
 import argparse
+import functools
+import json
 import math
 import os
 import platform
+import subprocess
+import sys
+import tempfile
 import time
 
 import diffrax
@@ -30,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowsim import slr
+from flowsim.integrate import Rosenbrock4
 
 #: The largest PGD step of the paper's experiments.
 PAPER_STEP = 4e-3
@@ -45,6 +56,9 @@ def parse_args():
     parser.add_argument("--t-max", type=float, default=100.0)
     parser.add_argument("--pgd-steps", type=int, default=200, help="PGD steps timed (then extrapolated)")
     parser.add_argument("--quick", action="store_true", help="d = 80, L = 3, B = 8, t = 10: a smoke run")
+    parser.add_argument("--trees", nargs="+", help="checkouts whose task solvers are compared (see the docstring)")
+    parser.add_argument("--rounds", type=int, default=1, help="with --trees: times each tree runs, alternated")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)  # a tree's process: the file its end points go to
     return parser.parse_args()
 
 
@@ -91,15 +105,60 @@ def measure(args, attention: str, m0, ts) -> str:
     return " | ".join(map(str, cells))
 
 
+def tree_worker(args, m0, ts) -> None:
+    """In a tree's process: each map's flow as the task solves it, timed; end points to `args.worker`."""
+    ends, lines = {}, []
+    for attention in args.maps:
+        problem = slr.Problem(args.d, args.L, args.lam, eps=0.0, attention=attention)
+        solve = functools.partial(slr.solve_flow, problem, m0, ts, **solve_options(problem))
+        _, first = timed(solve)
+        solved, run = timed(solve)
+        ends[attention] = np.asarray(solved.ys[:, -1])
+        solver = type(problem.flow_solver().get("solver", diffrax.Kvaerno5())).__name__
+        lines.append(dict(map=attention, solver=solver, first=first, run=run, steps=int(np.max(solved.num_steps))))
+    np.savez(args.worker, **ends)
+    print(json.dumps(lines))
+
+
+def compare_trees(args, m0, ts) -> None:
+    """Each tree's task solve of each map (fresh processes, alternated), against a tight solve here."""
+    reference = {}
+    for attention in args.maps:
+        problem = slr.Problem(args.d, args.L, args.lam, eps=0.0, attention=attention)
+        tight = slr.solve_flow(problem, m0, ts, solver=Rosenbrock4(), rtol=1e-8, atol=1e-10)
+        reference[attention] = np.asarray(tight.ys[:, -1])
+    print("tree | map | solver | first call (s) | run (s) | steps (max) | max abs end difference from the tight solve")
+    with tempfile.TemporaryDirectory() as folder:
+        for _ in range(args.rounds):
+            for tree in args.trees:
+                out = os.path.join(folder, "ends.npz")
+                command = [sys.executable, os.path.abspath(__file__), "--worker", out, "--maps", *args.maps]
+                command += ["--d", str(args.d), "--L", str(args.L), "--lam", str(args.lam)]
+                command += ["--batch", str(args.batch), "--t-max", str(args.t_max)]
+                env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+                done = subprocess.run(command, env=env, capture_output=True, text=True, cwd="/", check=True)
+                ends = np.load(out)
+                for line in json.loads(done.stdout.strip().splitlines()[-1]):
+                    error = np.abs(ends[line["map"]] - reference[line["map"]]).max()
+                    cells = [tree, line["map"], line["solver"], f"{line['first']:.1f}", f"{line['run']:.1f}"]
+                    print(" | ".join([*cells, str(line["steps"]), f"{error:.2g}"]), flush=True)
+
+
 def main():
     args = parse_args()
     if args.quick:
         args.d, args.L, args.batch, args.t_max, args.pgd_steps = 80, 3, 8, 10.0, 50
+    m0 = slr.initial_overlaps(jax.random.key(0), args.d, args.batch, "sphere")
+    ts = np.linspace(0.0, args.t_max, 101)
+    if args.worker:
+        tree_worker(args, m0, ts)
+        return
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()}")
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; d = {args.d}, L = {args.L}, lam = {args.lam}, ")
     print(f"B = {args.batch} sphere starts, t = {args.t_max:g}\n")
-    m0 = slr.initial_overlaps(jax.random.key(0), args.d, args.batch, "sphere")
-    ts = np.linspace(0.0, args.t_max, 101)
+    if args.trees:
+        compare_trees(args, m0, ts)
+        return
     header = "map | rule | flow: first call (s) | run (s) | steps (max) | max abs eig J | PGD step a | PGD steps "
     print(header + "| PGD s/step | PGD to t (s, extrapolated) | ratio")
     for attention in args.maps:

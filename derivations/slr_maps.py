@@ -14,6 +14,12 @@ the same risk) the tokens are independent Gaussians, and:
 So E[(Y - T)^2 | u] is a quadratic in the weights, and the risk is its expectation over u ~ N(0, I_L):
 an L-dimensional integral, left to a rule (`flowsim.quadrature`). The integrand needs the weights only
 through w_1 (the informative token's), S1 = sum_{l >= 2} w_l u_l and S2 = sum_{l >= 2} w_l^2.
+
+The conditional risk is a polynomial in (w1, S1, S2, u1) whose coefficients hold the overlaps, and only
+w1, S1 and S2 depend on them (through kappa alone, in the informative token's score). So the risk is a
+linear combination of the rule's means of (monomial in the weights) x u1^b: a few functions of kappa,
+everything else in closed form (`weight_factors`, `score_powers`, `risk_from_moments`). Their
+derivatives in kappa are the only ones the rule must carry, and the means are one matrix product.
 """
 
 import sympy as sp
@@ -22,7 +28,7 @@ from . import flow
 from .codegen import GeneratedFunction, render_module
 from .flow import OVERLAPS, eta, kappa, nu, rho, theta
 
-__all__ = ["GRADIENT", "OUTPUT_FILES", "conditional_risk", "outputs", "projected_flow"]
+__all__ = ["GRADIENT", "OUTPUT_FILES", "conditional_risk", "outputs", "projected_flow", "risk_by_factor"]
 
 d, gamma = sp.symbols("d gamma", positive=True)
 eps = sp.Symbol("eps", nonnegative=True)
@@ -68,6 +74,23 @@ def conditional_risk() -> sp.Expr:
     return sp.expand(var_y + mean_y**2 - 2 * (cov_yt + mean_y * mean_t) + var_t + mean_t**2)
 
 
+def risk_by_factor() -> tuple[list[sp.Expr], int, dict[tuple[int, int], sp.Expr]]:
+    """The conditional risk as sum over (k, b) of c_kb(overlaps, s, gamma, eps) x F_k(w1, S1, S2) x u1^b.
+
+    **Returns:** the weight factors F_k (distinct monomials in w1, S1, S2, in a fixed order), the largest
+    power of u1, and the coefficients c_kb by (k, b) (zero ones left out).
+    """
+    polynomial = sp.Poly(conditional_risk(), w1, S1, S2, u1)
+    factors: list[sp.Expr] = []
+    coefficients: dict[tuple[int, int], sp.Expr] = {}
+    for (a, c, e, b), coefficient in polynomial.terms():
+        factor = w1**a * S1**c * S2**e
+        if factor not in factors:
+            factors.append(factor)
+        coefficients[factors.index(factor), b] = coefficient
+    return factors, polynomial.degree(u1), coefficients
+
+
 #: Paths of the generated files, relative to the repository root.
 GENERATED_MODULE = "flowsim/tasks/slr/_generated_maps.py"
 OUTPUT_FILES = (GENERATED_MODULE,)
@@ -101,8 +124,33 @@ All arguments broadcast against each other.
 """
 
 
+_FACTORS_DOC = """The monomials in the weights, w1^a S1^c S2^e, of which (times powers of u1) the conditional risk
+is a linear combination.
+
+**Arguments:** as `conditional_risk` (broadcast against each other).
+
+**Returns:** shape (..., {count}): factor k; `risk_from_moments` takes the rule's means of factor k times u1^b.
+"""
+
+_POWERS_DOC = """The powers u1^b, b = 0 ... {degree}, of the informative token's standardised score.
+
+**Returns:** shape (..., {size}).
+"""
+
+_MOMENTS_DOC = """The population risk from the means over u ~ N(0, I_L) of the weight factors times powers of u1.
+
+**Arguments:**
+
+- `M{{k}}_{{b}}`: the mean of `weight_factors`' factor k times u1^b, k = 0 ... {last}, b = 0 ... {degree}
+  (row-major); they depend on the overlaps through kappa alone (the attention map's weights).
+- `kappa, nu, theta, eta, rho`, `d, gamma, eps`: as `conditional_risk`.
+
+**Returns:** the population risk: the mean of `conditional_risk`, which is linear in these means.
+"""
+
+
 def outputs() -> dict[str, str]:
-    """Derive the conditional risk.
+    """Derive the conditional risk, and the same as a combination of the means of its monomials.
 
     **Returns:** the text of each file of `OUTPUT_FILES`, by path relative to the repository root.
     """
@@ -110,9 +158,24 @@ def outputs() -> dict[str, str]:
     function = GeneratedFunction(
         "conditional_risk", (u1, w1, S1, S2, *OVERLAPS, d, gamma, eps), risk, _DOC, (("s", "jnp.sqrt(d / 2)"),)
     )
+    factors, degree, coefficients = risk_by_factor()
+    means = [[sp.Symbol(f"M{k}_{b}", real=True) for b in range(degree + 1)] for k in range(len(factors))]
+    formats = {"count": len(factors), "last": len(factors) - 1, "degree": degree, "size": degree + 1}
+    weight_factors = GeneratedFunction("weight_factors", (w1, S1, S2), tuple(factors), _FACTORS_DOC.format(**formats))
+    powers = GeneratedFunction(
+        "score_powers", (u1,), tuple(u1**b for b in range(degree + 1)), _POWERS_DOC.format(**formats)
+    )
+    by_means = sp.Add(*(c * means[k][b] for (k, b), c in coefficients.items()))
+    from_moments = GeneratedFunction(
+        "risk_from_moments",
+        (*(mean for row in means for mean in row), *OVERLAPS, d, gamma, eps),
+        by_means,
+        _MOMENTS_DOC.format(**formats),
+        (("s", "jnp.sqrt(d / 2)"),),
+    )
     projection = GeneratedFunction("projected_flow", (*OVERLAPS, *GRADIENT), projected_flow(), _FLOW_DOC)
     module = render_module(
         "Single-location regression with any attention weight map: generated from derivations/slr_maps.py.",
-        [function, projection],
+        [function, weight_factors, powers, from_moments, projection],
     )
     return {GENERATED_MODULE: module}

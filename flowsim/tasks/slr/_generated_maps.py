@@ -9,7 +9,7 @@ from jax.scipy.special import erf
 from flowsim._special import assemble, zeta
 
 
-__all__ = ["conditional_risk", "projected_flow"]
+__all__ = ["conditional_risk", "weight_factors", "score_powers", "risk_from_moments", "projected_flow"]
 
 def conditional_risk(u1, w1, S1, S2, kappa, nu, theta, eta, rho, d, gamma, eps):
     """E[(Y - T)^2 | u] for T = sum_l w_l <X_l, v> with weights depending on the scores only.
@@ -39,6 +39,63 @@ def conditional_risk(u1, w1, S1, S2, kappa, nu, theta, eta, rho, d, gamma, eps):
     x9 = x0*x1
     x10 = x0*x2
     return S1**2*x1 - S2*(x1 - 1) + eps**2 + w1**2*(s**2*theta**2 + x0 + 2*x3*x8 + x6*x9 - x9) + 2*w1*(S1*x8 - eta*x3*x7 - nu*x0 + x1*x4 - x10*x6 + x10) + x0 - 2*x2*x4 + x5*x6 - x5
+
+
+def weight_factors(w1, S1, S2):
+    """The monomials in the weights, w1^a S1^c S2^e, of which (times powers of u1) the conditional risk
+    is a linear combination.
+
+    **Arguments:** as `conditional_risk` (broadcast against each other).
+
+    **Returns:** shape (..., 7): factor k; `risk_from_moments` takes the rule's means of factor k times u1^b.
+    """
+    return assemble(
+        (7,),
+        w1**2,
+        S1*w1,
+        w1,
+        S1**2,
+        S1,
+        S2,
+        1,
+    )
+
+
+def score_powers(u1):
+    """The powers u1^b, b = 0 ... 2, of the informative token's standardised score.
+
+    **Returns:** shape (..., 3).
+    """
+    return assemble(
+        (3,),
+        1,
+        u1,
+        u1**2,
+    )
+
+
+def risk_from_moments(M0_0, M0_1, M0_2, M1_0, M1_1, M1_2, M2_0, M2_1, M2_2, M3_0, M3_1, M3_2, M4_0, M4_1, M4_2, M5_0, M5_1, M5_2, M6_0, M6_1, M6_2, kappa, nu, theta, eta, rho, d, gamma, eps):
+    """The population risk from the means over u ~ N(0, I_L) of the weight factors times powers of u1.
+
+    **Arguments:**
+
+    - `M{k}_{b}`: the mean of `weight_factors`' factor k times u1^b, k = 0 ... 6, b = 0 ... 2
+      (row-major); they depend on the overlaps through kappa alone (the attention map's weights).
+    - `kappa, nu, theta, eta, rho`, `d, gamma, eps`: as `conditional_risk`.
+
+    **Returns:** the population risk: the mean of `conditional_risk`, which is linear in these means.
+    """
+    s = jnp.sqrt(d / 2)
+    x0 = rho**2
+    x1 = s*theta
+    x2 = rho*x1
+    x3 = eta*rho
+    x4 = 2*gamma
+    x5 = gamma**2
+    x6 = x0*x5
+    x7 = eta**2*x5
+    x8 = 2*x5
+    return M0_0*(s**2*theta**2 + x5 - x6) + M0_1*x2*x4 + M0_2*x6 + 2*M1_0*x2 + M1_1*x0*x4 + M2_0*x8*(-nu + x3) - M2_1*eta*x1*x4 - M2_2*x3*x8 + M3_0*x0 - M4_1*x3*x4 - M5_0*(x0 - 1) + M6_0*(eps**2 + x5 - x7) + M6_2*x7
 
 
 def projected_flow(kappa, nu, theta, eta, rho, g_kappa, g_nu, g_theta, g_eta, g_rho):

@@ -7,7 +7,6 @@ The state is the five overlaps (kappa, nu, theta, eta, rho) = `(<k,k*>, <v,v*>, 
 import math
 from typing import ClassVar
 
-import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -16,11 +15,12 @@ import numpy as np
 from flowsim._checks import NON_NEGATIVE, POSITIVE, InvalidInput, at_least, check_choice, python_scalar
 from flowsim._task import AbstractTask, Parameter
 from flowsim.quadrature import GaussianRule, default_rule
+from flowsim.rosenbrock import Rosenbrock4
 from flowsim.schedules import AbstractSchedule
 from flowsim.tasks.slr import _generated as generated
 from flowsim.tasks.slr._attention import ERF, AttentionMap, as_attention_map
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
-from flowsim.tasks.slr._maps import check_rule, rule_flow, rule_risk
+from flowsim.tasks.slr._maps import check_rule, rule_flow, rule_gradient, rule_jacobian, rule_risk
 from flowsim.tasks.slr._overlap_sgd import draw_step_noise, frame, renormalised_step, sgd_step
 from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, unrealizable
 
@@ -139,11 +139,13 @@ class _Parameters(AbstractTask):
         return float(self.eps) ** 2
 
     def flow_solver(self) -> dict:
-        """erf: the engine's defaults. The other maps: Kvaerno3 at rtol 1e-5, atol 1e-7. Their flows are
-        stiff off M too (curvature ~ d along theta), and at these tolerances the end points at t = 100 are
-        within 4e-6 of a 1e-8 solve (d = 400, L = 10), below the rule's own error (docs/science.md
-        section 7), in ~220 steps where Tsit5 takes ~14 000."""
-        return {} if self.closed_form else {"solver": diffrax.Kvaerno3(), "rtol": 1e-5, "atol": 1e-7}
+        """erf: the engine's defaults. The other maps: the linearly implicit Rosenbrock4 at rtol 1e-5, atol 1e-7.
+        Their flows are stiff off M too (curvature ~ d along theta), and at these tolerances the end points at
+        t = 100 are within 1e-6 of a 1e-8 solve (softmax, d = 400, L = 10, lam = 1), below the rule's own error
+        (docs/science.md section 7), in ~240 steps where Tsit5 takes ~14 000; each step needs one Jacobian, which
+        the rule gives at about two evaluations' cost (`rule_jacobian`): half the time of Kvaerno3's Newton
+        iterations (BENCHMARKS.md, "Rule-based flows")."""
+        return {} if self.closed_form else {"solver": Rosenbrock4(), "rtol": 1e-5, "atol": 1e-7}
 
     def flow_max_steps(self) -> int:
         # Explicit steps are stability-limited: about 35 d of them per unit-100 of time at d >= 400
@@ -199,7 +201,7 @@ class Problem(_Parameters):
         return self._by_rule(rule_risk, t, y)
 
     def _by_rule(self, function, t, y):
-        """`rule_flow` or `rule_risk` at overlaps y of any leading shape.
+        """`rule_flow`, `rule_risk`, `rule_gradient` or `rule_jacobian` at overlaps y of any leading shape.
 
         Many points at once (a portrait's grid) go in chunks of `_RULE_CHUNK`: each point holds arrays
         of the rule's size, and a 400 x 400 grid at 2^14 points would need tens of GB at once.
@@ -216,7 +218,7 @@ class Problem(_Parameters):
     def jacobian(self, t, y):
         if self.closed_form:
             return self._call(generated.jacobian, t, *jnp.moveaxis(y, -1, 0))
-        return super().jacobian(t, y)
+        return self._by_rule(rule_jacobian, t, y)
 
     def discrete_map(self, t, y, alpha):
         """One step of projected gradient descent with renormalisation, exact on the overlaps.
@@ -230,7 +232,10 @@ class Problem(_Parameters):
         return jnp.vectorize(lambda point: self._pgd_step(t, point, alpha), signature="(5)->(5)")(y)
 
     def _pgd_step(self, t, point, alpha):
-        r_kappa, r_nu, r_theta, r_eta, r_rho = jax.grad(self.risk, 1)(t, point)
+        if self.closed_form:
+            r_kappa, r_nu, r_theta, r_eta, r_rho = jax.grad(self.risk, 1)(t, point)
+        else:
+            r_kappa, r_nu, r_theta, r_eta, r_rho = self._by_rule(rule_gradient, t, point)
         k, v = frame(point)
         e1, e2 = jnp.eye(4)[:2]
         g_k = r_kappa * e1 + r_eta * e2 + r_rho * v

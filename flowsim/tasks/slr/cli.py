@@ -122,7 +122,8 @@ def _flow_options(parser) -> None:
         default="auto",
         help="explicit Tsit5; linearly implicit Rosenbrock4 or implicit Kvaerno5 for stiff flows; or auto: "
         "Rosenbrock4 where the Jacobian at the starts and at (k*, v*) says Tsit5's stable steps would cost more "
-        "than Rosenbrock4's (flowsim.integrate.choose_solver; for a map taken by a rule: the task's Kvaerno3)",
+        "than Rosenbrock4's (flowsim.integrate.choose_solver; for a map taken by a rule: the task's Rosenbrock4 "
+        "at rtol 1e-5)",
     )
     option(parser, "--max-steps", int, _FLOW_MAX_STEPS, "solver steps per trajectory before it fails", at_least(1))
 
