@@ -169,11 +169,12 @@ def _per_point_route(problem, m):
     return jax.vmap(risk)(m), jax.vmap(flow)(m), jax.vmap(jax.jacfwd(flow))(m)
 
 
-@pytest.mark.parametrize("attention", ("softmax", "linear", "relu", CAPPED), ids=_name)  # every normalisation
+@pytest.mark.parametrize("attention", ("softmax", "linear", "relu"), ids=_name)  # each normalisation
 def test_the_means_of_monomials_give_the_per_point_risk_flow_and_jacobian(attention):
     """The task takes the rule's means of the conditional risk's monomials, and their derivatives in kappa only
     (derivations/slr_maps.py): its risk, vector field and Jacobian equal those of the rule's risk taken point by
-    point and differentiated by autodiff, at 8 realizable points (measured <= 3e-14 relative; tolerance 1e-12)."""
+    point and differentiated by autodiff, at 8 realizable points (measured <= 3e-14 relative; tolerance 1e-12).
+    One map per normalisation ("tokens", "none", "length"): a researcher's map takes the same code as its kind."""
     problem = slr.Problem(20, 3, 0.5, 0.7, 0.1, attention, quadrature.gauss_hermite(3, 8))
     m = jnp.asarray(random_realizable_overlaps(np.random.default_rng(12), 8))
     risk, flow, jacobian = _per_point_route(problem, m)

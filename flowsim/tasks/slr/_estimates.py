@@ -26,9 +26,10 @@ BAYES_SECONDS = 2e-7
 #: Seconds of the population PGD map per (seed x step).
 MAP_SECONDS = 1.1e-5
 #: Seconds of the gradient flow per trajectory (erf attention, to t = 1000: 66 s for 64), and per (trajectory x
-#: rule point x unit of time) for a map whose risk is taken by a rule over the L scores: softmax's part of the full
-#: `flowsim advantage` run, 238 s alone on the 2 cores for 7 x 64 flows to t = 100 with 4096 Sobol' points, its
-#: SGD runs included (BENCHMARKS.md, "The statistical-advantage experiment"): 1.3e-6, rounded up.
+#: rule point x unit of time) for a map whose risk is taken by a rule over the L scores: the full `flowsim advantage`
+#: run, alone on the 2 cores, 7 x 64 flows to t = 100 with 4096 Sobol' points per map, its SGD runs included
+#: (BENCHMARKS.md, "Rule-based flows before and after the means of monomials"): relu, the slowest (its kinks cost
+#: steps), 383 s, 2.1e-6; softmax 61 s, softplus 84 s, 3.3e-7 and 4.6e-7. The slowest map's figure.
 FLOW_SECONDS = 1.0
 RULE_FLOW_SECONDS = 2e-6
 #: Values kept per saved state of a trajectory (the state, its risk, and the table's columns), in two copies.
