@@ -110,11 +110,12 @@ def tree_worker(args, m0, ts) -> None:
     ends, lines = {}, []
     for attention in args.maps:
         problem = slr.Problem(args.d, args.L, args.lam, eps=0.0, attention=attention)
-        solve = functools.partial(slr.solve_flow, problem, m0, ts, **solve_options(problem))
+        options = solve_options(problem)
+        solve = functools.partial(slr.solve_flow, problem, m0, ts, **options)
         _, first = timed(solve)
         solved, run = timed(solve)
         ends[attention] = np.asarray(solved.ys[:, -1])
-        solver = type(problem.flow_solver().get("solver", diffrax.Kvaerno5())).__name__
+        solver = type({**problem.flow_solver(), **options}["solver"]).__name__  # the solver the solve used
         lines.append(dict(map=attention, solver=solver, first=first, run=run, steps=int(np.max(solved.num_steps))))
     np.savez(args.worker, **ends)
     print(json.dumps(lines))
