@@ -24,7 +24,7 @@ import numpy as np
 from flowsim._checks import InvalidInput, as_key, check_choice, check_count, check_positive
 from flowsim.tasks.sparse._data import SparseTarget, evaluate_target, sample_bits, training_set
 from flowsim.tasks.sparse._limits import information_limit
-from flowsim.tasks.sparse._train import _GROUP_ELEMENTS, LEARNERS, train
+from flowsim.tasks.sparse._train import LEARNERS, group_elements, on_accelerator, train
 
 __all__ = ["SUCCESS_ACCURACY", "CriticalSize", "critical_sample_size", "success_rates"]
 
@@ -116,7 +116,7 @@ def critical_sample_size(
     sizes = np.unique(np.geomspace(m_low, m_high, candidates).round().astype(int))
     for round_ in range(rounds):
         round_key = jax.random.fold_in(key, round_ + 1)
-        results = _train_sizes(target, round_key, learner, supports, sizes, m_high, n_validation, training)
+        results = _train_sizes(target, round_key, learner, supports, sizes, m_high, candidates, n_validation, training)
         tried |= results
         m = np.array(sorted(tried))
         success = np.array([tried[size][0] for size in m])
@@ -163,9 +163,9 @@ def _budget(learner, budget, max_steps, training) -> tuple[str, dict]:
     return str(int(budget)), training | {"steps": int(budget)}
 
 
-def _train_sizes(target, key, learner, supports, sizes, m_high, n_validation, training) -> dict[int, tuple]:
-    """Train seeds x sizes models at once, in groups of a size fixed by (m_high, T, seeds) so that the rounds
-    share their compiled programs; {m: (success, validation accuracy, mass log, steps, converged, steps run)}."""
+def _train_sizes(target, key, learner, supports, sizes, m_high, candidates, n_validation, training) -> dict[int, tuple]:
+    """Train seeds x sizes models at once, in groups of a size fixed by (m_high, T, seeds, candidates) so that the
+    rounds share their compiled programs; {m: (success, validation accuracy, mass log, steps, converged, steps run)}."""
     models = [(i, int(m)) for m in sizes for i in range(len(supports))]
     x = np.zeros((len(models), m_high, target.T), bool)  # bits as booleans: `train` makes floats per group
     y, mask = np.zeros((len(models), m_high)), np.zeros((len(models), m_high))
@@ -179,7 +179,9 @@ def _train_sizes(target, key, learner, supports, sizes, m_high, n_validation, tr
         x_val.append(np.asarray(fresh, bool))
         y_val.append(np.asarray(evaluate_target(fresh, support, table), float))
     support = jnp.stack([supports[i][0] for i, _ in models])
-    group = max(1, min(len(supports), _GROUP_ELEMENTS // (m_high * target.T)))
+    # At most the seeds of one size on the CPU; on a GPU a whole round (every size's seeds) in one program.
+    most = len(supports) * (candidates if on_accelerator() else 1)
+    group = max(1, min(most, group_elements() // (m_high * target.T)))
     run = train(
         learner, jax.random.fold_in(key, 2**31), x, y, mask, support, np.stack(x_val), np.stack(y_val),
         **({} if learner == "l1" else {"group": group}), **training,

@@ -74,6 +74,13 @@ class AttentionHead(eqx.Module):
         """The [CLS] row of the attention: softmax of the scores."""
         return jax.nn.softmax(self.scores(x), axis=-1)
 
+    def token_scores(self) -> tuple[Float[Array, " 1"], Float[Array, "2 1 T"]]:
+        """The scores as the Transformer's `token_scores` gives them, for one head and no [CLS] token: (-inf,) (no
+        weight) and, for bits 0 and 1, the score of each position, (2, 1, T)."""
+        u = self.keys.T @ self.query / math.sqrt(self.query.shape[0])
+        c, delta = (self.bits[0] + self.positions) @ u, (self.bits[1] - self.bits[0]) @ u
+        return jnp.full(1, -jnp.inf), jnp.stack([c, c + delta])[:, None, :]
+
     def logits(self, x: Float[Array, "samples T"]) -> Float[Array, " samples"]:
         """The logits of P(y = 1) for a batch of inputs of T bits.
 
@@ -203,6 +210,12 @@ class OneLayerTransformer(eqx.Module):
         """The scores of [CLS], (heads,), and of the bit-0 and bit-1 tokens, (2, heads, T): shared by every sample."""
         scale = 1.0 / math.sqrt(query.shape[-1])
         return jnp.sum(cls_key * query, -1) * scale, jnp.einsum("bthd,hd->bht", keys, query) * scale
+
+    def token_scores(self) -> tuple[Float[Array, " heads"], Float[Array, "2 heads T"]]:
+        """The [CLS] query's score of [CLS] itself, (heads,), and of a token of bit 0 and of bit 1 at each position,
+        (2, heads, T): a sample's scores are these, picked by its bits."""
+        (keys, _), (cls_key, _, query) = self.token_keys_values()
+        return self._token_scores(keys, cls_key, query)
 
     def attention(self, x: Float[Array, " T"]) -> Float[Array, "heads T"]:
         """The [CLS] row of each head's attention over the T bit tokens (its weight on [CLS] left out)."""

@@ -31,8 +31,23 @@ from flowsim.tasks.sparse._model import AttentionHead, BitsMLP, OneLayerTransfor
 
 __all__ = ["DEFAULTS", "LEARNERS", "LOSS_THRESHOLD", "PATIENCE", "PLATEAU", "L1Fit", "TrainingRun", "fit_l1", "train"]
 
-#: Training-set elements (samples x T) of the models trained side by side (vmapped) at a time.
-_GROUP_ELEMENTS = 2**18
+#: Training-set elements (samples x T) of the models trained side by side (vmapped) at a time, by JAX backend. On
+#: the CPU, vmapping many models at large T is memory-bound and slower than a few at a time; a GPU's step costs
+#: little more for 2^27 elements (a round of 120 models at T = 4096 and m = 272) than for one model, so it trains a
+#: round of the search in one program.
+_GROUP_ELEMENTS = {"cpu": 2**18}
+_ACCELERATOR_GROUP_ELEMENTS = 2**27
+
+
+def on_accelerator() -> bool:
+    """Whether JAX computes on a GPU or TPU (its default backend is not the CPU)."""
+    return jax.default_backend() != "cpu"
+
+
+def group_elements() -> int:
+    """Training-set elements (samples x T) of the models one compiled call trains side by side, on this backend."""
+    return _GROUP_ELEMENTS.get(jax.default_backend(), _ACCELERATOR_GROUP_ELEMENTS)
+
 
 #: The learners: one attention head, the MLP on the flattened bits, the paper's one-layer Transformer, and the
 #: positive control (l1-penalised logistic regression on the bits).
@@ -92,22 +107,28 @@ def _accuracy(model, x, y, mask):
 
 def _diagnostics(model, x, mask, support):
     """Mean attention mass on the support and mean score gap (support's smallest - the rest's largest); for the
-    Transformer, in its head of largest mean mass."""
+    Transformer, in its head of largest mean mass.
+
+    From the shared scores of the (bit, position) tokens, as `logits` computes its sums: the normaliser is a product
+    of the bits with the tokens' weights and the mass needs the s support tokens' weights alone, so no (samples,
+    heads, T) attention is formed (at T = 4096 and 120 models of 272 samples it was 16 GiB of a GPU's memory).
+    """
     if isinstance(model, BitsMLP):
         return jnp.nan, jnp.nan
-    on = jnp.zeros(x.shape[-1], bool).at[support].set(True)
+    on_cls, tokens = model.token_scores()  # (heads,), (2, heads, T)
+    shift = jax.lax.stop_gradient(jnp.maximum(on_cls, jnp.max(tokens, axis=(0, 2))))  # (heads,): nothing overflows
+    weights = jnp.exp(tokens - shift[:, None])
+    normaliser = jnp.exp(on_cls - shift) + (1 - x) @ weights[0].T + x @ weights[1].T  # (samples, heads)
+    bits = x[:, None, :]
+    on_support = tokens[0][:, support] + bits[..., support] * (tokens[1][:, support] - tokens[0][:, support])
+    mass = jnp.sum(jnp.exp(on_support - shift[:, None]), axis=-1) / normaliser
+    off = jnp.ones(x.shape[-1], bool).at[support].set(False)
+    largest_off = jnp.max(jnp.where(off, tokens[0] + bits * (tokens[1] - tokens[0]), -jnp.inf), axis=-1)
+    gap = jnp.min(on_support, axis=-1) - largest_off
     weight = mask / jnp.sum(mask)
-    if isinstance(model, AttentionHead):
-        scores, attention = model.scores(x), model.attention(x)
-    else:  # (samples, heads, T); [CLS]'s own score is not a token's
-        scores, attention = jax.vmap(lambda x: model.scores(x)[1])(x), jax.vmap(model.attention)(x)
-    mass = jnp.sum(attention * on, axis=-1)
-    gap = jnp.min(jnp.where(on, scores, jnp.inf), axis=-1) - jnp.max(jnp.where(on, -jnp.inf, scores), axis=-1)
-    mass, gap = jnp.tensordot(weight, mass, 1), jnp.tensordot(weight, gap, 1)
-    if mass.ndim:  # the Transformer: its best head
-        best = jnp.argmax(mass)
-        return mass[best], gap[best]
-    return mass, gap
+    mass, gap = weight @ mass, weight @ gap  # (heads,)
+    best = jnp.argmax(mass)  # the Transformer's best head (the head: its only one)
+    return mass[best], gap[best]
 
 
 def train(
@@ -140,9 +161,10 @@ def train(
     - `until_converged`: stop a model once its training loss is <= `loss_threshold` or fell by less than a
       relative `PLATEAU` over `patience` steps (a multiple of `log_every`).
     - `group`: models trained side by side (vmapped) in one compiled call, the calls one after another (the
-      last padded); default: as many as hold 2^18 training-set elements. Each group's training sets are cut
-      to its largest (rounded up to a quarter power of two); fixing `group` across calls (as
-      `critical_sample_size` does) lets the rounds of a search share their compiled programs.
+      last padded); default: as many as hold `group_elements()` training-set elements (2^18 on the CPU, 2^27 on
+      a GPU). On the CPU each group's training sets are cut to its largest (rounded up to a quarter power of
+      two); fixing `group` across calls (as `critical_sample_size` does) lets the rounds of a search share their
+      compiled programs.
     - `options`: the learner's settings, defaults in `DEFAULTS[learner]`: `lr`, `weight_decay` (AdamW when
       > 0, else Adam), `width`, `hidden`, `heads`; the control's `l1_scale` (lambda = l1_scale sqrt(ln T / m)).
 
@@ -168,9 +190,7 @@ def train(
     window = max(1, round(patience / log_every))
     config = (learner, x.shape[-1], sizes, steps // log_every, log_every)
     models = x.shape[0]
-    # vmapping every model at once is memory-bound at large T, slower than one at a time: groups of
-    # _GROUP_ELEMENTS // (m T) models by default.
-    default = max(1, min(models, _GROUP_ELEMENTS // (x.shape[1] * x.shape[2])))
+    default = max(1, min(models, group_elements() // (x.shape[1] * x.shape[2])))
     group = default if group is None else check_count("group", group, 1)
     initial = _initial(learner, x.shape[-1], sizes, jax.random.split(as_key(key), models))
     # The budget's criterion and patience are traced: the budgets of a sweep share a program when their steps agree.
@@ -186,9 +206,11 @@ def train(
     kinds = (float, float, float, float, float, None)
 
     def rows(start):
-        # The group's training sets cut to its largest, rounded up to a quarter power of two: a smaller m costs
-        # less, and few distinct lengths (programs to compile) serve every group of a search.
-        length = min(x.shape[1], _bucket(int(np.max(np.sum(inputs[2][start : start + group] > 0, axis=1)))))
+        # On the CPU, the group's training sets cut to its largest, rounded up to a quarter power of two: a smaller m
+        # costs less, and few distinct lengths (programs to compile) serve every group of a search. On a GPU the
+        # padded samples cost next to nothing and each program's compilation seconds: one length, x's.
+        largest = int(np.max(np.sum(inputs[2][start : start + group] > 0, axis=1)))
+        length = x.shape[1] if on_accelerator() else min(x.shape[1], _bucket(largest))
         cut = [a[start : start + group, :length] if i < 3 else a[start : start + group] for i, a in enumerate(inputs)]
         arrays = (jnp.asarray(a, kind) for a, kind in zip(cut, kinds, strict=True))
         return jax.tree.map(lambda a: jnp.asarray(a[start : start + group]), initial), *arrays
