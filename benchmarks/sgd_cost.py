@@ -18,7 +18,7 @@ lam = 2 / (1 + 1e-4 step), eps = 0.1, gamma = sqrt(1/2), sphere init, 200000 ste
 every 1000 steps), on a fraction of its steps (`--paper-steps`, 20000 by default), extrapolated
 linearly to 200000 (the cost per step does not depend on the step).
 
-Usage: python benchmarks/sgd_cost.py [--quick]
+Usage: python benchmarks/sgd_cost.py [--quick] [--dtype float32]
 """
 
 import argparse
@@ -54,6 +54,7 @@ def parse_args():
     parser.add_argument("--paper-steps", type=int, default=20_000, help="steps of the paper's run actually timed")
     parser.add_argument("--lr", type=float, default=1e-3, help="step size of the cost runs")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64", help="of the vectors and data")
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.paper_steps = 1, 2000
@@ -61,7 +62,7 @@ def parse_args():
 
 
 @eqx.filter_jit
-def _draw_only(problem, seed_keys, steps, batch):
+def _draw_only(problem, seed_keys, steps, batch, dtype):
     """Per seed: the same hidden directions and data keys as run_sgd, the same samples per step, summed."""
 
     def one_seed(seed_key):
@@ -69,7 +70,7 @@ def _draw_only(problem, seed_keys, steps, batch):
         truth = ground_truth(key_truth, problem.d)
 
         def step(total, n):
-            X, y, _ = sample(problem, truth, jax.random.fold_in(key_data, n), batch, jnp.float64)
+            X, y, _ = sample(problem, truth, jax.random.fold_in(key_data, n), batch, dtype)
             return total + jnp.sum(X) + jnp.sum(y), None
 
         total, _ = jax.lax.scan(step, jnp.zeros(()), jnp.arange(steps))
@@ -93,11 +94,14 @@ def cost_row(d, L, batch, seeds, steps, args):
     key = jax.random.key(args.seed)
 
     def sgd():
-        run = slr.run_sgd(problem, key, lr=args.lr, steps=steps, batch=batch, seeds=seeds, log_every=steps)
+        run = slr.run_sgd(
+            problem, key, lr=args.lr, steps=steps, batch=batch, seeds=seeds, log_every=steps, dtype=args.dtype
+        )
         assert not run.failures(), run.failures()
 
     def draw():
-        jax.block_until_ready(_draw_only(traced(problem), jax.random.split(key, seeds), steps, batch))
+        dtype = jnp.dtype(args.dtype)
+        jax.block_until_ready(_draw_only(traced(problem), jax.random.split(key, seeds), steps, batch, dtype))
 
     sgd_first, sgd_best = timed(sgd, args.repeats)
     draw_first, draw_best = timed(draw, args.repeats)
@@ -133,6 +137,7 @@ def paper_row(args):
             batch=p["batch"],
             seeds=p["seeds"],
             log_every=log_every,
+            dtype=args.dtype,
         )
 
     first, best = timed(sgd, 1)
@@ -154,7 +159,7 @@ def machine():
 def main():
     args = parse_args()
     print(f"machine: {machine()}")
-    print(f"float64, lr = {args.lr}, fastest of {args.repeats} timed calls after a compiling call\n")
+    print(f"{args.dtype}, lr = {args.lr}, fastest of {args.repeats} timed calls after a compiling call\n")
     header = (
         f"{'d':>5} {'L':>4} {'batch':>5} {'seeds':>5} {'steps':>5} {'Gaussians/step':>14} "
         f"{'SGD ms/step':>11} {'draw ms/step':>12} {'ratio':>6} {'SGD compile s':>13} {'draw compile s':>14}"

@@ -1,4 +1,5 @@
-"""Regenerate the README's figures (docs/figures/*.png) with the command line, at the paper's defaults.
+"""Regenerate the README's figures (docs/figures/*.png) with the command line, at the paper's defaults, and the figures
+of measurements too long to repeat here from their stored runs (docs/data).
 
 Usage: python docs/make_figures.py   (about a minute on 2 CPU cores)
 """
@@ -9,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from flowsim.cli import main
+from flowsim.tasks import sparse
 
 FIGURES = Path(__file__).resolve().parent / "figures"
 #: figure name in docs/figures: (command line, the PNG it writes, relative to --out).
@@ -17,6 +19,9 @@ RUNS = {
     "sgd_sphere_schedule": ("reproduce --only sgd_sphere_schedule", "sgd_sphere_schedule.png"),
     "compare": ("compare --seeds 8", "compare.png"),
 }
+DATA = Path(__file__).resolve().parent / "data"
+#: figure name in docs/figures: the folder in docs/data holding the `flowsim sparse sweep` runs it is drawn from.
+SWEEPS = {"sparse_transformer": "sparse-transformer-h200"}
 
 
 def make_figures() -> None:
@@ -29,6 +34,10 @@ def make_figures() -> None:
                 sys.exit(f"flowsim {command} exited with status {status}")
             shutil.copyfile(out / png, FIGURES / f"{name}.png")
             print(f"wrote {FIGURES / name}.png")
+    for name, folder in SWEEPS.items():
+        runs = sorted(path for path in (DATA / folder).iterdir() if path.is_dir())
+        sparse.sweep_figure(sparse.read_sweep(*runs)).savefig(FIGURES / f"{name}.png", dpi=110)
+        print(f"wrote {FIGURES / name}.png")
 
 
 if __name__ == "__main__":

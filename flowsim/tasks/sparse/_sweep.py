@@ -57,7 +57,8 @@ BUDGETS = (1000, "converged")
 MLP_TS = (16, 32, 64, 128)
 MLP_SPAN = 64.0
 #: The Transformer's default input lengths: a width-64, 16-head layer costs about ten heads' work per sample,
-#: so on 2 CPU cores it is swept over one decade, including the paper's T = 100 and 200 (docs/science.md).
+#: so on 2 CPU cores it is swept over one decade, including the paper's T = 100 and 200 (docs/science.md); on a
+#: GPU, T = 16 ... 4096 takes minutes (--transformer-Ts).
 TRANSFORMER_TS = (16, 32, 64, 100, 200)
 #: Edelman et al.'s critical sample sizes for the 3-AND read off their figure (a one-layer Transformer, their
 #: protocol): rows (T, m*, bar low, bar high); at T = 100 the bar is hidden by the marker (NaN).

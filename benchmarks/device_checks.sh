@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The GPU measurements of BENCHMARKS.md ("On a GPU"), in one command for a lent device machine (an NVIDIA H100 or
+# H200 whose image holds jax, diffrax, equinox, optax, scikit-learn; flowsim runs from this checkout):
+#
+# 1. the paper's one-layer Transformer on the 3-AND, m*(T) at T = 16 ... 4096, 20 seeds, the paper's 1000 AdamW
+#    steps (and to convergence up to T = 800): one `flowsim sparse sweep` process per T, side by side on the GPU
+#    (their compilations run in parallel on the host's cores), each stopped by Ctrl-C at SWEEP_SECONDS, which
+#    keeps its finished units; joined afterwards by `sparse.read_sweep`;
+# 2. the batched 5-D flow at B = 10^6, d = 400, to t = 100 (benchmarks/flow_throughput.py);
+# 3. online SGD against drawing its samples, float64 and float32 (benchmarks/sgd_cost.py).
+#
+# Usage: OUT=folder [SWEEP_SECONDS=300 SWEEP_TS="16 64" SEEDS=20 ONLY_SWEEP=1] bash benchmarks/device_checks.sh
+# (writes sweep.tgz and *.txt into OUT)
+set -u
+out=${OUT:-/tmp/device-checks}
+sweep_seconds=${SWEEP_SECONDS:-260}
+sweep_Ts=${SWEEP_TS:-16 32 64 100 128 200 256 400 512 800 1024 2048 4096}
+seeds=${SEEDS:-20}
+mkdir -p "$out"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# Several processes share the GPU: each takes its memory as it needs it, not 75 % of the card at its start.
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+py=${PYTHON:-python3}
+stamp() { echo "### $(date +%T) $*"; }
+
+stamp machine
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+$py -c "import jax, numpy, sklearn, optax; print('jax', jax.__version__, jax.devices(), 'numpy', numpy.__version__)"
+nproc
+
+stamp "1. Transformer sweep, one process per T, stopped at ${sweep_seconds} s"
+work=$(mktemp -d)
+for T in $sweep_Ts; do
+    budgets=1000
+    [ "$T" -le 800 ] && budgets=1000,converged
+    [ -n "${BUDGETS:-}" ] && budgets=$BUDGETS
+    timeout -s INT -k 30 "$sweep_seconds" $py -m flowsim.cli sparse sweep --learners transformer \
+        --transformer-Ts "$T" --seeds "$seeds" --budgets "$budgets" --erm-trials 200 --yes \
+        --out "$work/T$T" >"$work/T$T.log" 2>&1 &
+done
+wait
+stamp "sweep processes done"
+tail -n 4 "$work"/T*.log
+tar czf "$out/sweep.tgz" -C "$work" .
+
+[ -n "${ONLY_SWEEP:-}" ] && exit 0
+
+stamp "2. flow throughput, B = 10^6"
+timeout -k 10 120 $py benchmarks/flow_throughput.py --batches 1000000 --solvers auto,rosenbrock4 \
+    --ivp-trajectories 4 2>&1 | tee "$out/flow.txt"
+
+stamp "3. SGD against its draws, float64 then float32"
+for dtype in float64 float32; do
+    timeout -k 10 75 $py benchmarks/sgd_cost.py --repeats 2 --dtype "$dtype" 2>&1 | tee "$out/sgd_$dtype.txt"
+done
+stamp done
