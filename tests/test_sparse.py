@@ -421,6 +421,43 @@ def test_the_logged_mass_and_gap_equal_the_token_by_token_attention():
             np.testing.assert_allclose(np.array(logged), np.array(expected), rtol=1e-12, atol=1e-12)
 
 
+def test_ctrl_c_stops_a_training_within_one_call_of_its_steps(monkeypatch):
+    """A group's training runs in compiled calls of at most `CHECK_STEPS` (100) steps, and Python raises a Ctrl-C
+    between two: a KeyboardInterrupt raised by a signal handler 0.2 s after the first call (a SIGALRM timer, as the
+    command line's SIGINT handler does for Ctrl-C) ends a 40 000-step training (400 calls) after at most a few more,
+    within 1 s, instead of at its end. (A converged group of 120 runs on a GPU used to ignore SIGINT for over 30 s.)"""
+    import signal
+    import time
+
+    from flowsim.tasks.sparse import _train as training
+
+    target = SparseTarget(16, 3)
+    data = _padded(target, [target.draw_support(1)], [40], 0, n_validation=100)
+    calls, fired = [], []
+    compiled = training._train
+
+    def counted(*arguments):
+        out = compiled(*arguments)
+        calls.append(time.perf_counter())
+        if len(calls) == 1:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+        return out
+
+    def interrupt(signum, frame):
+        fired.append(time.perf_counter())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "_train", counted)
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sparse.train("head", 0, *data, steps=40_000, log_every=20)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert training.CHECK_STEPS == 100 and 1 < len(calls) < 400 and time.perf_counter() - fired[0] < 1.0, len(calls)
+
+
 def test_the_transformer_learns_the_and_at_t32():
     """The paper's learner (width 64, 16 heads, AdamW 1e-3) at T = 32 with m = 128 samples (about 10 times the
     information limit of 12.3), 600 full-batch steps: validation accuracy >= 0.99 on 1000 fresh samples, and

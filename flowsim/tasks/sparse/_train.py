@@ -160,8 +160,8 @@ def train(
     - `steps`: optimiser steps (a multiple of `log_every`); with `until_converged`, the cap.
     - `until_converged`: stop a model once its training loss is <= `loss_threshold` or fell by less than a
       relative `PLATEAU` over `patience` steps (a multiple of `log_every`).
-    - `group`: models trained side by side (vmapped) in one compiled call, the calls one after another (the
-      last padded); default: as many as hold `group_elements()` training-set elements (2^18 on the CPU, 2^27 on
+    - `group`: models trained side by side (vmapped) by one compiled program, in calls of at most `CHECK_STEPS`
+      steps (a Ctrl-C is raised between two), the groups one after another (the last padded); default: as many as hold `group_elements()` training-set elements (2^18 on the CPU, 2^27 on
       a GPU). On the CPU each group's training sets are cut to its largest (rounded up to a quarter power of
       two); fixing `group` across calls (as `critical_sample_size` does) lets the rounds of a search share their
       compiled programs.
@@ -215,7 +215,10 @@ def train(
         arrays = (jnp.asarray(a, kind) for a, kind in zip(cut, kinds, strict=True))
         return jax.tree.map(lambda a: jnp.asarray(a[start : start + group]), initial), *arrays
 
-    outputs = [_train(config, hyper, criterion, *rows(start)) for start in range(0, models + padded, group)]
+    outputs = [
+        _train_group(config, hyper, criterion, until_converged, *rows(start))
+        for start in range(0, models + padded, group)
+    ]
     loss, mass, gap, train_accuracy, validation_accuracy, segments, converged = (
         np.concatenate([np.asarray(o[i]) for o in outputs])[:models] for i in range(7)
     )
@@ -254,16 +257,56 @@ def _static(learner, T, sizes):
     return eqx.partition(shapes, lambda leaf: isinstance(leaf, jax.ShapeDtypeStruct))[1]
 
 
+def _optimiser(learner: str, hyper):
+    """Full-batch AdamW for the Transformer (its protocol), Adam for the others."""
+    lr, weight_decay, _ = hyper
+    return optax.adamw(lr, weight_decay=weight_decay) if learner == "transformer" else optax.adam(lr)
+
+
+def _train_group(config, hyper, criterion, until_converged, initial, *data):
+    """One group of models, vmapped, from their initial parameters, in compiled calls of at most `CHECK_STEPS`
+    steps each (whole logging blocks), one after another: Python raises a Ctrl-C between two (a call releases the
+    interpreter only when it returns), so a group of runs to convergence (up to 16 000 steps, minutes on a GPU) is
+    stopped within a call's steps, not at its end. Stops early once every model has stopped (`until_converged`).
+
+    **Returns:** the per-model arrays of `TrainingRun` in `_train`'s order.
+    """
+    logs, log_every = config[3], config[4]
+    models = len(data[0])
+    state = jax.vmap(_optimiser(config[0], hyper).init)(initial)
+    logged = jnp.full((models, logs + 1, 3), jnp.nan)
+    carry = (initial, state, logged, jnp.zeros(models, int), jnp.zeros(models, bool))
+    chunk, until = max(1, CHECK_STEPS // log_every), 0
+    while True:
+        fresh, until = until == 0, min(logs, until + chunk)
+        stopping = until_converged and until < logs and bool(np.all(np.asarray(carry[4])))
+        until = logs if stopping else until  # every model has stopped: the last call only computes the accuracies
+        flags = (jnp.asarray(until), jnp.asarray(fresh), jnp.asarray(until == logs))
+        carry, accuracies = _train(config, hyper, criterion, carry, flags, *data)
+        jax.block_until_ready(carry)  # one call at a time: a Ctrl-C is raised before the next
+        if until == logs:
+            _, _, logged, segments, converged = carry
+            return (*jnp.moveaxis(logged, -1, 0), *accuracies, segments, converged)
+
+
+#: Optimiser steps of one compiled call of a group's training (`_train_group`): the latency of a Ctrl-C against
+#: the overhead of a call (a fraction of a millisecond).
+CHECK_STEPS = 100
+
+
 @eqx.filter_jit
-def _train(config, hyper, criterion, initial, x, y, mask, x_validation, y_validation, support):
-    """One group of models, vmapped, from their initial parameters."""
-    learner, T, sizes, logs, log_every = config
-    lr, weight_decay, threshold = hyper
+def _train(config, hyper, criterion, carry, flags, x, y, mask, x_validation, y_validation, support):
+    """One call of a group's training, vmapped over its models: from the carry (parameters, optimiser state, logs,
+    segment, stopped), the logging blocks up to segment `until`, or until each model stops; on the first call
+    (`fresh`) the log at step 0, on the last (`last`) the training and validation accuracies (else NaN)."""
+    learner, T, sizes, _, log_every = config
+    _, _, threshold = hyper
     until_converged, patience = criterion
-    optimiser = optax.adamw(lr, weight_decay=weight_decay) if learner == "transformer" else optax.adam(lr)
+    until, fresh, last = flags
+    optimiser = _optimiser(learner, hyper)
     static = _static(learner, T, sizes)
 
-    def one(params, x, y, mask, x_validation, y_validation, support):
+    def one(carry, x, y, mask, x_validation, y_validation, support):
         def loss(params):
             logits = eqx.combine(params, static).logits(x)
             return jnp.sum(optax.sigmoid_binary_cross_entropy(logits, y) * mask) / jnp.sum(mask)
@@ -279,7 +322,7 @@ def _train(config, hyper, criterion, initial, x, y, mask, x_validation, y_valida
 
         def running(carry):
             *_, segment, stop = carry
-            return (segment < logs) & ~(stop & until_converged)
+            return (segment < until) & ~(stop & until_converged)
 
         def segment(carry):
             params, state, logged, segment, stop = carry
@@ -289,15 +332,19 @@ def _train(config, hyper, criterion, initial, x, y, mask, x_validation, y_valida
             stalled = (segment + 1 >= patience) & (now > (1 - PLATEAU) * before)
             return params, state, logged, segment + 1, stop | (now <= threshold) | stalled
 
-        logged = jnp.full((logs + 1, 3), jnp.nan).at[0].set(record(params))
-        carry = (params, optimiser.init(params), logged, jnp.asarray(0), jnp.asarray(False))
-        params, _, logged, segments, converged = jax.lax.while_loop(running, segment, carry)
-        model = eqx.combine(params, static)
-        ones = jnp.ones(y_validation.shape)
-        accuracies = _accuracy(model, x, y, mask), _accuracy(model, x_validation, y_validation, ones)
-        return (*logged.T, *accuracies, segments, converged)
+        params, state, logged, segment_, stop = carry
+        logged = jax.lax.cond(fresh, lambda: logged.at[0].set(record(params)), lambda: logged)
+        carry = jax.lax.while_loop(running, segment, (params, state, logged, segment_, stop))
 
-    return jax.vmap(one)(initial, x, y, mask, x_validation, y_validation, support)
+        def accuracies(params):
+            model = eqx.combine(params, static)
+            ones = jnp.ones(y_validation.shape)
+            return _accuracy(model, x, y, mask), _accuracy(model, x_validation, y_validation, ones)
+
+        nan = jnp.asarray(jnp.nan, float)
+        return carry, jax.lax.cond(last, accuracies, lambda _: (nan, nan), carry[0])
+
+    return jax.vmap(one)(carry, x, y, mask, x_validation, y_validation, support)
 
 
 class L1Fit(NamedTuple):
