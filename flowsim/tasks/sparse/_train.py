@@ -161,10 +161,10 @@ def train(
     - `until_converged`: stop a model once its training loss is <= `loss_threshold` or fell by less than a
       relative `PLATEAU` over `patience` steps (a multiple of `log_every`).
     - `group`: models trained side by side (vmapped) by one compiled program, in calls of at most `CHECK_STEPS`
-      steps (a Ctrl-C is raised between two), the groups one after another (the last padded); default: as many as hold `group_elements()` training-set elements (2^18 on the CPU, 2^27 on
-      a GPU). On the CPU each group's training sets are cut to its largest (rounded up to a quarter power of
-      two); fixing `group` across calls (as `critical_sample_size` does) lets the rounds of a search share their
-      compiled programs.
+      steps (a Ctrl-C is raised between two), the groups one after another (the last padded); default: as many
+      as hold `group_elements()` training-set elements (2^18 on the CPU, 2^27 on a GPU). On the CPU each group's
+      training sets are cut to its largest (rounded up to a quarter power of two); fixing `group` across calls
+      (as `critical_sample_size` does) lets the rounds of a search share their compiled programs.
     - `options`: the learner's settings, defaults in `DEFAULTS[learner]`: `lr`, `weight_decay` (AdamW when
       > 0, else Adam), `width`, `hidden`, `heads`; the control's `l1_scale` (lambda = l1_scale sqrt(ln T / m)).
 
@@ -215,10 +215,8 @@ def train(
         arrays = (jnp.asarray(a, kind) for a, kind in zip(cut, kinds, strict=True))
         return jax.tree.map(lambda a: jnp.asarray(a[start : start + group]), initial), *arrays
 
-    outputs = [
-        _train_group(config, hyper, criterion, until_converged, *rows(start))
-        for start in range(0, models + padded, group)
-    ]
+    starts = range(0, models + padded, group)
+    outputs = [_train_group(config, hyper, criterion, until_converged, *rows(start)) for start in starts]
     loss, mass, gap, train_accuracy, validation_accuracy, segments, converged = (
         np.concatenate([np.asarray(o[i]) for o in outputs])[:models] for i in range(7)
     )
