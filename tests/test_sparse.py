@@ -458,6 +458,25 @@ def test_ctrl_c_stops_a_training_within_one_call_of_its_steps(monkeypatch):
     assert training.CHECK_STEPS == 100 and 1 < len(calls) < 400 and time.perf_counter() - fired[0] < 1.0, len(calls)
 
 
+@pytest.mark.parametrize("gpu", [False, True])
+def test_the_sweeps_estimate_knows_the_backend(monkeypatch, gpu):
+    """The estimate before work of the GPU run of docs/science.md (the Transformer at T = 4096, 20 seeds, 1000 steps):
+    on a GPU about the 89 s measured on the H200 (between 60 and 120 s), with the round's device memory (120 runs x
+    (272 + 2000 samples) x 4096 tokens as float64, twice: 17.9 GB); on the CPU the 2-core machine's hours."""
+    from flowsim.cli import _parser
+    from flowsim.tasks.sparse import _estimates, _train
+
+    monkeypatch.setattr(_train, "on_accelerator", lambda: gpu)
+    options = "--learners transformer --transformer-Ts 4096 --seeds 20 --budgets 1000 --erm-trials 1"
+    needs, costs = _estimates.sweep(_parser().parse_args(["sparse", "sweep", *options.split()]))
+    seconds = sum(cost.seconds for cost in costs if "transformer" in cost.what)
+    on_device = [need.nbytes for need in needs if "on the GPU" in need.what]
+    if gpu:
+        assert 60 < seconds < 120 and on_device == [2 * 120 * (272 + 2000) * 4096 * 8], (seconds, on_device)
+    else:
+        assert seconds > 3600 and not on_device, seconds
+
+
 def test_the_transformer_learns_the_and_at_t32():
     """The paper's learner (width 64, 16 heads, AdamW 1e-3) at T = 32 with m = 128 samples (about 10 times the
     information limit of 12.3), 600 full-batch steps: validation accuracy >= 0.99 on 1000 fresh samples, and

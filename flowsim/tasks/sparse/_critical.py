@@ -30,6 +30,8 @@ __all__ = ["SUCCESS_ACCURACY", "CriticalSize", "critical_sample_size", "success_
 
 #: The validation accuracy a run must reach to count as a success.
 SUCCESS_ACCURACY = 0.99
+#: Fresh samples of each run's validation accuracy, by default.
+N_VALIDATION = 2000
 
 
 class CriticalSize(eqx.Module):
@@ -82,7 +84,7 @@ def critical_sample_size(
     span: float = 8.0,
     candidates: int = 6,
     rounds: int = 3,
-    n_validation: int = 2000,
+    n_validation: int = N_VALIDATION,
     bootstrap: int = 1000,
     **training,
 ) -> CriticalSize:

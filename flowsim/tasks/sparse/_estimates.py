@@ -2,7 +2,8 @@
 options that need several of them (every input length > s; an option of a learner that is not swept).
 
 The per-unit costs were measured on the 2-core CPU of BENCHMARKS.md (section "Estimates before work"), on a
-machine shared with other work (load average 9 to 13): the estimates err long.
+machine shared with other work (load average 9 to 13): the estimates err long. Where JAX computes on a GPU, the
+training's costs are those measured on an H200 (section "On a GPU"), and a round's device memory is estimated too.
 """
 
 import math
@@ -30,6 +31,13 @@ HEAD_ELEMENT_SECONDS = 6e-9
 UNIT_SECONDS = 25.0
 RELATIVE = {"head": 1.0, "mlp": 4.0, "transformer": 10.0, "l1": 1.0}
 L1_STEPS = 30
+#: On a GPU (measured on one H200, BENCHMARKS.md "On a GPU"), where a round of the search is one program on training
+#: sets padded to its largest size: seconds of a unit's compiling, and of the Transformer's training per (run x round
+#: x step x padded sample x token), from its units of 1000 steps, 20 seeds: 89 s at T = 4096 (3 rounds of 120 runs at
+#: m = 272), 41 s at T = 2048, 21 s at T = 100. The head and the MLP, not measured there, are counted as the
+#: Transformer (the estimate errs long); the l1 control runs on the CPU (scikit-learn) wherever JAX computes.
+GPU_UNIT_SECONDS = 20.0
+GPU_ELEMENT_SECONDS = 1.7e-10
 #: A "converged" budget counted in steps: its runs stop once the training loss is <= 1e-6 or stops improving,
 #: but a group of runs trained side by side waits for its slowest (measured: 2.4 x and 2.1 x the 1000-step budget's
 #: time at T = 128 and 256).
@@ -66,6 +74,10 @@ def sweep(args) -> tuple[list, list]:
         option, Ts = lengths[learner]
         if min(Ts) <= args.s:
             raise InvalidInput(f"{option} must each be an integer > --s = {args.s}, got {min(Ts)}")
+    from flowsim.tasks.sparse._critical import N_VALIDATION
+    from flowsim.tasks.sparse._train import on_accelerator
+
+    gpu = on_accelerator()
     needs, costs = [], []
     every_T = sorted({T for learner in args.learners for T in lengths[learner][1]})
     costs.append(
@@ -90,8 +102,21 @@ def sweep(args) -> tuple[list, list]:
         )
         budget_steps = [L1_STEPS] if learner == "l1" else [_steps(b, args.max_steps) for b in args.budgets]
         elements = sum(runs * args.rounds * math.ceil(span * _information(T, args.s)) * T for T in Ts)
-        compiling = 0.0 if learner == "l1" else UNIT_SECONDS * len(budget_steps) * len(Ts)
-        seconds = compiling + HEAD_ELEMENT_SECONDS * RELATIVE[learner] * elements * sum(budget_steps)
+        if gpu and learner != "l1":
+            # A round's runs side by side on the device, as floats: their training sets and validation samples.
+            needs.append(
+                Need(
+                    f"the {learner}'s round on the GPU ({runs} runs x (m {m_high} + {N_VALIDATION} validation "
+                    f"samples) x T {largest}, twice)",
+                    float_bytes(2, runs, m_high + N_VALIDATION, largest),
+                    f"lower {option}, --seeds or --candidates",
+                )
+            )
+            compiling = GPU_UNIT_SECONDS * len(budget_steps) * len(Ts)
+            seconds = compiling + GPU_ELEMENT_SECONDS * elements * sum(budget_steps)
+        else:
+            compiling = 0.0 if learner == "l1" else UNIT_SECONDS * len(budget_steps) * len(Ts)
+            seconds = compiling + HEAD_ELEMENT_SECONDS * RELATIVE[learner] * elements * sum(budget_steps)
         costs.append(
             Cost(
                 f"the {learner}'s training ({' + '.join(map(str, budget_steps))} steps x {args.rounds} rounds x "
