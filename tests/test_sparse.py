@@ -216,9 +216,10 @@ def _padded(target, supports, sizes, key, n_validation=1000):
     return x, y, mask, np.stack([np.asarray(s) for s, _ in supports]), np.stack(x_val), np.stack(y_val)
 
 
-#: The head's runs below all train groups of 4 models for 1000 Adam steps logged every 20 (as `flowsim sparse sweep
-#: --budgets 1000` logs them), on training sets padded to 8 log2 C(T, 3) samples with 2000 validation samples each, at
-#: T = 16 or 32: two compiled programs serve every one of them (the command's included).
+#: The head's runs below all train for 1000 Adam steps logged every 20 (as `flowsim sparse sweep --budgets 1000` logs
+#: them), on training sets padded to 8 log2 C(T, 3) samples with 2000 validation samples each, at T = 16 or 32, in
+#: groups of 4 models or a search's rounds of 16 (4 seeds x 4 sizes): three compiled programs serve every one of them
+#: (the command's included).
 HEAD = {"seeds": 4, "log_every": 20}
 
 
@@ -284,14 +285,14 @@ def test_the_fits_recover_their_law_and_the_selection_names_it():
 
 
 def test_the_sweep_command(tmp_path):
-    """`flowsim sparse sweep`, tiny: the control and the head at two T, the MLP at one, 4 seeds, one round of 2 sizes,
-    1000 steps (the head's compiled programs of the tests above); its tables and figure are written, and a run
-    resumed in the same folder reads every unit back."""
+    """`flowsim sparse sweep`, tiny: the control and the head at two T, the MLP at one, 4 seeds, one round of 4 sizes,
+    1000 steps (the head's compiled programs of the tests above: a round of 16 runs in one program at T = 16 and 32);
+    its tables and figure are written, and a run resumed in the same folder reads every unit back."""
     from flowsim.cli import main
 
     arguments = (
         "sparse sweep --Ts 16,32 --mlp-Ts 16 --mlp-span 2 --learners l1 head mlp --budgets 1000 --seeds 4 "
-        "--candidates 2 --rounds 1 --erm-trials 10"
+        "--candidates 4 --rounds 1 --erm-trials 10"
     )
     assert main([*arguments.split(), "--out", str(tmp_path / "out")]) == 0
     table = (tmp_path / "out" / "critical.csv").read_text().splitlines()
@@ -517,9 +518,9 @@ def test_the_search_doubles_its_range_upward_until_a_size_succeeds():
 
 
 def test_the_reduced_sweep_with_its_budget_axis(caplog):
-    """`sweep` with the control at T = 16 and 24 and the head at T = 16 (one compiled program per training-set length
-    of its groups, 12 and 80, shared by both budgets since the cap equals the fixed budget), budgets of 1000 steps
-    and "converged" (capped at 1000 steps), 4 seeds, one round of 2 sizes, through a dict-backed unit store: one
+    """`sweep` with the control at T = 16 and 24 and the head at T = 16 (one compiled program, a round of 16 runs as in
+    the tests above, shared by both budgets since the cap equals the fixed budget), budgets of 1000 steps
+    and "converged" (capped at 1000 steps), 4 seeds, one round of 4 sizes, through a dict-backed unit store: one
     unit per (learner, budget, T) and per T for ERM; every run reports its steps and whether it converged (the
     converged budget stops a run at or before the cap, at a logged step; the fixed one runs exactly 1000); a second
     sweep through the same store computes nothing and returns the same m*."""
@@ -530,12 +531,12 @@ def test_the_reduced_sweep_with_its_budget_axis(caplog):
             store[name] = compute()
         return store[name]
 
-    options = HEAD | {"candidates": 2, "rounds": 1, "max_steps": 1000, "erm_trials": 10}
+    options = HEAD | {"candidates": 4, "rounds": 1, "max_steps": 1000, "erm_trials": 10}
     options |= {"learners": ("l1", "head"), "budgets": (1000, "converged"), "learner_Ts": {"head": (16,)}}
     with jax.log_compiles(), caplog.at_level(logging.WARNING):
         result = sparse.sweep(0, (16, 24), unit=unit, **options)
     compiled = [r for r in caplog.records if "Finished XLA compilation of jit(_train)" in r.getMessage()]
-    assert len(compiled) <= 2  # fewer if an earlier test compiled them; 4 if the budgets did not share them
+    assert len(compiled) <= 1  # none if an earlier test compiled it; 2 if the budgets did not share it
     assert sorted(store) == [
         "erm-T16", "erm-T24", "head-1000-T16", "head-converged-T16", "l1-converged-T16", "l1-converged-T24",
     ]  # fmt: skip

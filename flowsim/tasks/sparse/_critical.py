@@ -181,9 +181,11 @@ def _train_sizes(target, key, learner, supports, sizes, m_high, candidates, n_va
         x_val.append(np.asarray(fresh, bool))
         y_val.append(np.asarray(evaluate_target(fresh, support, table), float))
     support = jnp.stack([supports[i][0] for i, _ in models])
-    # At most the seeds of one size on the CPU; on a GPU a whole round (every size's seeds) in one program.
-    most = len(supports) * (candidates if on_accelerator() else 1)
-    group = max(1, min(most, group_elements() // (m_high * target.T)))
+    # A whole round (every size's seeds) in one program where its padded training sets fit in `group_elements()`
+    # (a GPU's, or the CPU's at small T, where a unit is mostly compiling: one program instead of one per size and
+    # training-set length); else, on the CPU, the seeds of one size at a time.
+    runs, fitting = len(supports) * candidates, group_elements() // (m_high * target.T)
+    group = runs if runs <= fitting or on_accelerator() else max(1, min(len(supports), fitting))
     run = train(
         learner, jax.random.fold_in(key, 2**31), x, y, mask, support, np.stack(x_val), np.stack(y_val),
         **({} if learner == "l1" else {"group": group}), **training,

@@ -206,11 +206,12 @@ def train(
     kinds = (float, float, float, float, float, None)
 
     def rows(start):
-        # On the CPU, the group's training sets cut to its largest, rounded up to a quarter power of two: a smaller m
-        # costs less, and few distinct lengths (programs to compile) serve every group of a search. On a GPU the
-        # padded samples cost next to nothing and each program's compilation seconds: one length, x's.
+        # On the CPU, each of several groups' training sets cut to its largest, rounded up to a quarter power of two:
+        # a smaller m costs less, and few distinct lengths (programs to compile) serve every group of a search. On a
+        # GPU, or in one group, one length, x's: the padded samples cost less than compiling a program per length.
         largest = int(np.max(np.sum(inputs[2][start : start + group] > 0, axis=1)))
-        length = x.shape[1] if on_accelerator() else min(x.shape[1], _bucket(largest))
+        whole = on_accelerator() or group >= models
+        length = x.shape[1] if whole else min(x.shape[1], _bucket(largest))
         cut = [a[start : start + group, :length] if i < 3 else a[start : start + group] for i, a in enumerate(inputs)]
         arrays = (jnp.asarray(a, kind) for a, kind in zip(cut, kinds, strict=True))
         return jax.tree.map(lambda a: jnp.asarray(a[start : start + group]), initial), *arrays
