@@ -9,8 +9,8 @@
 # 2. the batched 5-D flow at B = 10^6, d = 400, to t = 100 (benchmarks/flow_throughput.py);
 # 3. online SGD against drawing its samples, float64 and float32 (benchmarks/sgd_cost.py).
 #
-# Usage: OUT=folder [SWEEP_SECONDS=300 SWEEP_TS="16 64" SEEDS=20 ONLY_SWEEP=1] bash benchmarks/device_checks.sh
-# (writes sweep.tgz and *.txt into OUT)
+# Usage: OUT=folder [SWEEP_SECONDS=260 SWEEP_TS="16 64" SEEDS=20 BUDGETS=1000,4000 ONLY_SWEEP=1] \
+#        bash benchmarks/device_checks.sh   (writes sweep.tgz and *.txt into OUT)
 set -u
 out=${OUT:-/tmp/device-checks}
 sweep_seconds=${SWEEP_SECONDS:-260}

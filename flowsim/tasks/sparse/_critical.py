@@ -185,7 +185,8 @@ def _train_sizes(target, key, learner, supports, sizes, m_high, candidates, n_va
     # (a GPU's, or the CPU's at small T, where a unit is mostly compiling: one program instead of one per size and
     # training-set length); else, on the CPU, the seeds of one size at a time.
     runs, fitting = len(supports) * candidates, group_elements() // (m_high * target.T)
-    group = runs if runs <= fitting or on_accelerator() else max(1, min(len(supports), fitting))
+    most = runs if runs <= fitting or on_accelerator() else len(supports)
+    group = max(1, min(most, fitting))
     run = train(
         learner, jax.random.fold_in(key, 2**31), x, y, mask, support, np.stack(x_val), np.stack(y_val),
         **({} if learner == "l1" else {"group": group}), **training,
