@@ -35,8 +35,7 @@ __all__ = ["DEFAULTS", "LEARNERS", "LOSS_THRESHOLD", "PATIENCE", "PLATEAU", "L1F
 #: the CPU, vmapping many models at large T is memory-bound and slower than a few at a time; a GPU's step costs
 #: little more for 2^27 elements (a round of 120 models at T = 4096 and m = 272) than for one model, so it trains a
 #: round of the search in one program.
-_GROUP_ELEMENTS = {"cpu": 2**18}
-_ACCELERATOR_GROUP_ELEMENTS = 2**27
+_CPU_GROUP_ELEMENTS, _ACCELERATOR_GROUP_ELEMENTS = 2**18, 2**27
 
 
 def on_accelerator() -> bool:
@@ -46,7 +45,7 @@ def on_accelerator() -> bool:
 
 def group_elements() -> int:
     """Training-set elements (samples x T) of the models one compiled call trains side by side, on this backend."""
-    return _GROUP_ELEMENTS.get(jax.default_backend(), _ACCELERATOR_GROUP_ELEMENTS)
+    return _ACCELERATOR_GROUP_ELEMENTS if on_accelerator() else _CPU_GROUP_ELEMENTS
 
 
 #: The learners: one attention head, the MLP on the flattened bits, the paper's one-layer Transformer, and the
@@ -217,7 +216,7 @@ def train(
         return jax.tree.map(lambda a: jnp.asarray(a[start : start + group]), initial), *arrays
 
     starts = range(0, models + padded, group)
-    outputs = [_train_group(config, hyper, criterion, until_converged, *rows(start)) for start in starts]
+    outputs = [_train_group(config, hyper, criterion, *rows(start)) for start in starts]
     loss, mass, gap, train_accuracy, validation_accuracy, segments, converged = (
         np.concatenate([np.asarray(o[i]) for o in outputs])[:models] for i in range(7)
     )
@@ -262,7 +261,7 @@ def _optimiser(learner: str, hyper):
     return optax.adamw(lr, weight_decay=weight_decay) if learner == "transformer" else optax.adam(lr)
 
 
-def _train_group(config, hyper, criterion, until_converged, initial, *data):
+def _train_group(config, hyper, criterion, initial, *data):
     """One group of models, vmapped, from their initial parameters, in compiled calls of at most `CHECK_STEPS`
     steps each (whole logging blocks), one after another: Python raises a Ctrl-C between two (a call releases the
     interpreter only when it returns), so a group of runs to convergence (up to 16 000 steps, minutes on a GPU) is
@@ -271,7 +270,7 @@ def _train_group(config, hyper, criterion, until_converged, initial, *data):
     **Returns:** the per-model arrays of `TrainingRun` in `_train`'s order.
     """
     logs, log_every = config[3], config[4]
-    models = len(data[0])
+    until_converged, models = bool(criterion[0]), len(data[0])
     state = jax.vmap(_optimiser(config[0], hyper).init)(initial)
     logged = jnp.full((models, logs + 1, 3), jnp.nan)
     carry = (initial, state, logged, jnp.zeros(models, int), jnp.zeros(models, bool))
