@@ -2,7 +2,7 @@
 
 `run_logged` is the runner every SGD of flowsim uses (a task's chain on its state, `run_sgd` from
 `AbstractTask.sgd_step`, and a task's own trainers: single-location regression in R^d, the latent
-task's read-out): one seed's training is defined once (`LoggedSteps`), compiled into a start and a
+task's read-out): one seed's training is defined once (`LoggedSteps`), compiled into one program, a
 segment of about a thousand steps (`logged_programs`, cached like any program), and the host strings
 the segments together, looking for Ctrl-C between two. A seed whose state becomes non-finite keeps
 what it logged before, is NaN from then on, and is reported with its first bad step: status DIVERGED
@@ -108,16 +108,16 @@ class LoggedSteps(NamedTuple):
 
 
 class LoggedPrograms(NamedTuple):
-    """The two compiled programs of a training run (`logged_programs`), run by `run_logged`."""
+    """A training defined per seed and its compiled segment (`logged_programs`), run by `run_logged`."""
 
-    start: Callable
+    build: Callable
     segment: Callable
 
 
 def logged_programs(build) -> LoggedPrograms:
-    """The compiled programs that run a training defined per seed, in segments the host strings together.
+    """The compiled program that runs a training defined per seed, in segments the host strings together.
 
-    Made once, at import (module level), so that their compilations are reused: a segment is one program
+    Made once, at import (module level), so that its compilations are reused: a segment is one program
     for the run's whole length, and, holding no host callback, it is also kept by JAX's persistent
     compilation cache. Between two segments the host looks for Ctrl-C (`flowsim._interrupt`).
 
@@ -125,20 +125,12 @@ def logged_programs(build) -> LoggedPrograms:
 
     - `build(shared, seed, config) -> LoggedSteps`: one seed's training; `shared` is a pytree of arrays
       common to every seed, `seed` that seed's rows of the per-seed pytree, `config` hashable and static.
-      It is traced in both programs: what it computes before the steps (a dataset from the seed's key)
-      is recomputed, identically, at each segment's start.
+      It is traced in the segment: what it computes before the steps (the start, a dataset from the
+      seed's key) is recomputed, identically, at each segment's start. The first segment starts from
+      that start (and logs it), so that no second program is compiled for it.
 
     **Returns:** a `LoggedPrograms` for `run_logged`.
     """
-
-    @eqx.filter_jit
-    def start(shared, per_seed, config, sharded):
-        def one_seed(seed):
-            run = build(shared, seed, config)
-            zero = jnp.asarray(0)
-            return (run.state, zero, jnp.asarray(-1)), run.record(run.state, zero)
-
-        return over_batch(jax.vmap(one_seed), sharded)(per_seed)
 
     @eqx.filter_jit
     def segment(shared, per_seed, carry, first, config, layout):
@@ -147,6 +139,10 @@ def logged_programs(build) -> LoggedPrograms:
         def one_seed(seed_and_carry, first):
             seed, carry = seed_and_carry
             run = build(shared, seed, config)
+            zero = jnp.asarray(0)
+            # The first segment (first == 0) is given a placeholder: it starts from the seed's start.
+            start = (run.state, zero, jnp.asarray(-1))
+            carry = jax.tree.map(lambda fresh, given: jnp.where(first == 0, fresh, given), start, carry)
             chunk = _chunk_size(log_every, largest_chunk) if run.draw is not None else log_every
 
             def one_step(carry, noise):
@@ -172,11 +168,23 @@ def logged_programs(build) -> LoggedPrograms:
                 )
                 return carry, run.record(carry[0], carry[1])
 
-            return jax.lax.scan(one_block, carry, first + jnp.arange(blocks))
+            carry, logged = jax.lax.scan(one_block, carry, first + jnp.arange(blocks))
+            return carry, logged, run.record(run.state, zero)
 
         return over_batch(jax.vmap(one_seed, in_axes=(0, None)), sharded)((per_seed, carry), first)
 
-    return LoggedPrograms(start, segment)
+    return LoggedPrograms(build, segment)
+
+
+def _placeholder_carry(programs: LoggedPrograms, shared, per_seed, config, sharded: bool):
+    """Zeros shaped like every seed's (state, step, first bad step), placed like `per_seed`: the first
+    segment's carry, which it replaces by each seed's start (shapes only: nothing is compiled)."""
+    one_seed = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), per_seed)
+    state = jax.eval_shape(lambda seed: programs.build(shared, seed, config).state, one_seed)
+    rows = jax.tree.leaves(per_seed)[0].shape[0]
+    zero = jnp.asarray(0)
+    carry = jax.tree.map(lambda x: np.zeros((rows, *x.shape), x.dtype), (state, zero, zero))
+    return shard_batch(carry).value if sharded else jax.tree.map(jnp.asarray, carry)
 
 
 def run_logged(
@@ -203,14 +211,16 @@ def run_logged(
     """
     blocks = min(logs, max(1, CHECK_EVERY // log_every))
     layout = (blocks, logs, log_every, largest_chunk, sharded)
-    carry, initial = programs.start(shared, per_seed, config, sharded)
-    pieces, stopped_at = [], -1
+    carry = _placeholder_carry(programs, shared, per_seed, config, sharded)
+    pieces, initial, stopped_at = [], None, -1
     for first in range(0, logs, blocks):
-        if stopped():
+        # The first segment always runs: it holds the start, which a stopped run keeps too.
+        if first and stopped():
             stopped_at = first * log_every
             break
-        carry, logged = programs.segment(shared, per_seed, carry, jnp.asarray(first), config, layout)
+        carry, logged, start = programs.segment(shared, per_seed, carry, jnp.asarray(first), config, layout)
         jax.block_until_ready(carry)  # one segment at a time: the next check comes after this one ran
+        initial = start if initial is None else initial
         pieces.append(logged)
     seeds = carry[1].shape[0]
     series = []
