@@ -159,17 +159,17 @@ def logged_programs(build) -> LoggedPrograms:
                 return jax.lax.scan(one_step, carry, noise, length=chunk)[0], None
 
             def one_block(carry, number):
-                # The last segment may reach past the run's end: those blocks are skipped (and dropped).
+                # Block first - 1 only logs the carry it is given (the start, in the first segment); the last
+                # segment may reach past the run's end: those blocks are skipped (and dropped).
                 carry = jax.lax.cond(
-                    number < logs,
+                    (number >= first) & (number < logs),
                     lambda c: jax.lax.scan(one_chunk, c, None, length=log_every // chunk)[0],
                     lambda c: c,
                     carry,
                 )
                 return carry, run.record(carry[0], carry[1])
 
-            carry, logged = jax.lax.scan(one_block, carry, first + jnp.arange(blocks))
-            return carry, logged, run.record(run.state, zero)
+            return jax.lax.scan(one_block, carry, first - 1 + jnp.arange(blocks + 1))
 
         return over_batch(jax.vmap(one_seed, in_axes=(0, None)), sharded)((per_seed, carry), first)
 
@@ -218,10 +218,10 @@ def run_logged(
         if first and stopped():
             stopped_at = first * log_every
             break
-        carry, logged, start = programs.segment(shared, per_seed, carry, jnp.asarray(first), config, layout)
+        carry, logged = programs.segment(shared, per_seed, carry, jnp.asarray(first), config, layout)
         jax.block_until_ready(carry)  # one segment at a time: the next check comes after this one ran
-        initial = start if initial is None else initial
-        pieces.append(logged)
+        initial = [values[:, 0] for values in logged] if initial is None else initial
+        pieces.append([values[:, 1:] for values in logged])
     seeds = carry[1].shape[0]
     series = []
     for i, first_log in enumerate(initial):
