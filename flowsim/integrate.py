@@ -148,7 +148,8 @@ def integrate(
     - `steady_state_tol`: if given, a trajectory stops once |field| < this tolerance;
       its later saved times hold its final state.
     - `progress`: show a progress meter (tqdm) during the solve.
-    - `interruptible`: solve in up to `SEGMENTS` segments of the saved times, one compiled call
+    - `interruptible`: solve in up to `SEGMENTS` segments of the saved times (fewer where each would
+      take well under `SEGMENT_SECONDS`), one call of the same compiled solve
       each, so that Ctrl-C takes effect at the end of the current segment and raises
       `flowsim.Interrupted` with every state computed until then. Each segment restarts the step
       size control (a few more steps; the same tolerances). Default: inside
@@ -219,6 +220,11 @@ def _observe_all(observe, ts, ys, args):
 
 #: Segments of an interruptible solve: Ctrl-C waits for at most about 1/SEGMENTS of the solve.
 SEGMENTS = 16
+#: A segment of an interruptible solve after the first is lengthened up to about this many seconds (a short solve
+#: runs in fewer, longer segments), at a pace of STEP_SECONDS + TRAJECTORY_STEP_SECONDS x batch a step: about
+#: what a batched step of the 5-D flows costs on one CPU core (a fixed part, then 1 to 3 us a trajectory).
+SEGMENT_SECONDS = 1.0
+STEP_SECONDS, TRAJECTORY_STEP_SECONDS = 2e-5, 3e-6
 
 
 def _solve_at_once(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress):
@@ -230,20 +236,28 @@ def _solve_at_once(field, y0, ts, args, solver, controller, max_steps, steady_st
     return (*placed.gather(solved), False)
 
 
-def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress):
-    """`_solve` over consecutive runs of the saved times, each from where the last one ended.
+def _next_intervals(first_intervals: int, left: int, steps: int, intervals: int, batch: int) -> int:
+    """Saved intervals in the next segment: as many as take about `SEGMENT_SECONDS` at the last segment's pace
+    (`steps` over `intervals`, its slowest trajectory's), never fewer than the first segment's, nor more than
+    are left. Set by step counts, not by clocks: the same solve is cut the same way on every run."""
+    allowed = SEGMENT_SECONDS / (STEP_SECONDS + TRAJECTORY_STEP_SECONDS * batch)
+    return int(np.clip(allowed * intervals // max(steps, 1), first_intervals, left))
 
-    Every segment saves at k + 1 times (the last one padded with ts[-1]: one compiled solve serves
-    all). A trajectory that ends in a segment (steady state, failure) keeps that segment's outcome;
-    the step budget counts over all segments. Ctrl-C during a segment lets it finish, then stops.
+
+def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress):
+    """`_solve` over consecutive windows of the saved times, each from where the last one ended.
+
+    The first window holds 1/SEGMENTS of the saved intervals, each later one as many as `_next_intervals`
+    allows (fewer, longer windows where the solve is short). One compiled solve serves every window: it saves
+    at all of `ts` clipped to the window, and the window's own times are kept. A trajectory that ends in a
+    window (steady state, failure) keeps that window's outcome; the step budget counts over all windows.
+    Ctrl-C during a window lets it finish, then stops.
     """
     from tqdm.auto import tqdm
 
     ts_host = np.asarray(ts)
     intervals = len(ts_host) - 1
-    k = -(-intervals // min(SEGMENTS, intervals))
-    count = -(-intervals // k)
-    padded = np.concatenate([ts_host, np.full(count * k - intervals, ts_host[-1])])
+    first_intervals = -(-intervals // min(SEGMENTS, intervals))
     batch, n = y0.shape
     ys = np.full((batch, len(ts_host), n), np.nan)
     y_final, start = np.array(y0), np.array(y0)
@@ -252,17 +266,17 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
     used, done = np.zeros(batch, int), np.zeros(batch, bool)
     interrupted = False
     bar = tqdm(total=float(ts_host[-1] - ts_host[0]), unit="t", disable=not progress)
-    meter = diffrax.NoProgressMeter()  # the segments' progress is the bar above
+    meter = diffrax.NoProgressMeter()  # the windows' progress is the bar above
+    first, count = 0, first_intervals
     with ctrl_c_stops():
-        for segment in range(count):
-            first = segment * k
-            saved = min(k, intervals - first) + 1
+        while first < intervals:
+            last = first + count
             placed = shard_batch(jnp.asarray(start))  # over every device, as in `_solve_at_once`
             outputs, interrupted = run_interruptibly(
                 _solve,
                 field,
                 placed.value,
-                jnp.asarray(padded[first : first + k + 1]),
+                ts,
                 args,
                 solver,
                 controller,
@@ -270,33 +284,41 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
                 steady_state_tol,
                 meter,
                 placed.sharded,
+                jnp.asarray(ts_host[[first, last]]),
             )
             s_ys, s_final, s_t, s_status, s_why, s_steps = (np.asarray(x) for x in placed.gather(outputs))
             live = ~done
-            ys[live, first : first + saved] = s_ys[live, :saved]
+            ys[live, first : last + 1] = s_ys[live, first : last + 1]
             y_final[live], t_final[live] = s_final[live], s_t[live]
             used[live] += s_steps[live]
             ended = live & (s_status != Status.SUCCESS)
             status[ended], why[ended] = s_status[ended], s_why[ended]
-            spent = live & ~ended & (used >= max_steps) & (segment < count - 1)
+            spent = live & ~ended & (used >= max_steps) & (last < intervals)
             status[spent], why[spent] = Status.MAX_STEPS, 2
             done |= ended | spent
             # Ended trajectories go on from a harmless finite state (static shapes); their results are ignored.
             start = np.where(done[:, None] | ~np.isfinite(s_final), start, s_final)
-            bar.update(float(padded[first + k] - padded[first]))
-            # A Ctrl-C in the last segment stopped nothing: the solve is complete, and `integrate` raises
+            bar.update(float(ts_host[last] - ts_host[first]))
+            # A Ctrl-C in the last window stopped nothing: the solve is complete, and `integrate` raises
             # `Interrupted` with it all the same (the user asked to stop; nothing is thrown away).
-            if interrupted and segment < count - 1:
+            if interrupted and last < intervals:
                 status[~done], why[~done] = Status.INTERRUPTED, 5
                 break
+            steps = int(s_steps[live].max()) if live.any() else 0
+            first, count = last, _next_intervals(first_intervals, intervals - last, steps, last - first, batch)
     bar.close()
     return jnp.asarray(ys), jnp.asarray(y_final), t_final, status, why, jnp.asarray(used), interrupted
 
 
 @eqx.filter_jit
-def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress_meter, sharded=False):
+def _solve(
+    field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress_meter, sharded=False, window=None
+):
+    """Every row of y0 from ts[0] to ts[-1], saved at ts; or, given `window` = (t_a, t_b), from t_a to t_b, saved
+    at ts clipped to the window (the times outside it are not the solution's)."""
     term = diffrax.ODETerm(field)
-    saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)])
+    bounds = jnp.stack([ts[0], ts[-1]]) if window is None else window
+    saved_at = ts if window is None else jnp.clip(ts, window[0], window[1])
     event = None
     if steady_state_tol is not None:
 
@@ -305,12 +327,13 @@ def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol,
 
         event = diffrax.Event(at_steady_state)
 
-    def one(y0, ts, args):
+    def one(y0, saved_at, bounds, args):
+        saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=saved_at), diffrax.SubSaveAt(t1=True)])
         solution = diffrax.diffeqsolve(
             term,
             solver,
-            t0=ts[0],
-            t1=ts[-1],
+            t0=bounds[0],
+            t1=bounds[1],
             dt0=None,
             y0=y0,
             args=args,
@@ -342,7 +365,7 @@ def _solve(field, y0, ts, args, solver, controller, max_steps, steady_state_tol,
         return saved, final[0], solution.ts[1][0], status, why, solution.stats["num_steps"]
 
     # Each device steps its own rows until its own slowest trajectory ends (no exchange per step).
-    return over_batch(jax.vmap(one, (0, None, None)), sharded)(y0, ts, args)
+    return over_batch(jax.vmap(one, (0, None, None, None)), sharded)(y0, saved_at, bounds, args)
 
 
 #: Where Tsit5's region of absolute stability ends on the negative real axis: a step h is stable

@@ -68,8 +68,8 @@ class _Stopwatch:
 
 
 def test_ctrl_c_stops_sgd_within_seconds_keeping_its_logs(monkeypatch):
-    # run_logged looks before each segment: the second look comes after a first segment ran.
-    with _Stopwatch(monkeypatch, sys.modules["flowsim.sgd"], 2) as watch, pytest.raises(flowsim.Interrupted) as raised:
+    # run_logged looks before each segment but the first: its first look comes after a first segment ran.
+    with _Stopwatch(monkeypatch, sys.modules["flowsim.sgd"], 1) as watch, pytest.raises(flowsim.Interrupted) as raised:
         flowsim.run_sgd(TASK, 0, init=Y0, lr=1e-6, steps=10**9, log_every=10**5, seeds=2)
     assert watch.latency < LATENCY
     run = raised.value.result
@@ -87,8 +87,9 @@ def _oscillator(t, y, args):
 
 
 def test_ctrl_c_stops_a_solve_within_seconds_keeping_its_saved_states(monkeypatch):
-    """A harmonic oscillator keeps a constant step size: to t = 2e5 a solve takes about a minute, in
-    400 segments (an interruptible solve stops at the end of the current one)."""
+    """A harmonic oscillator keeps a constant step size: to t = 2e5 a solve takes about a minute, its first
+    segment 1/400 of it, the later ones about a second each (an interruptible solve stops at the end of the
+    current one)."""
     monkeypatch.setattr(sys.modules["flowsim.integrate"], "SEGMENTS", 400)
     ts = np.linspace(0.0, 2e5, 401)
     y0 = np.array([[1.0, 0.0], [0.0, 1.0]])
