@@ -286,9 +286,11 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
                 placed.sharded,
                 jnp.asarray(ts_host[[first, last]]),
             )
+            # Only the window's saved times leave the device (the others are not the solution's).
+            outputs = (outputs[0][:, first : last + 1], *outputs[1:])
             s_ys, s_final, s_t, s_status, s_why, s_steps = (np.asarray(x) for x in placed.gather(outputs))
             live = ~done
-            ys[live, first : last + 1] = s_ys[live, first : last + 1]
+            ys[live, first : last + 1] = s_ys[live]
             y_final[live], t_final[live] = s_final[live], s_t[live]
             used[live] += s_steps[live]
             ended = live & (s_status != Status.SUCCESS)
