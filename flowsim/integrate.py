@@ -230,8 +230,9 @@ STEP_SECONDS, TRAJECTORY_STEP_SECONDS = 2e-5, 3e-6
 def _solve_at_once(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress):
     meter = diffrax.TqdmProgressMeter() if progress else diffrax.NoProgressMeter()
     placed = shard_batch(y0)  # the starts split over every device (flowsim.devices; a no-op on one)
+    window = jnp.stack([ts[0], ts[-1]])  # the whole solve: the program that serves the segments too
     solved = _solve(
-        field, placed.value, ts, args, solver, controller, max_steps, steady_state_tol, meter, placed.sharded
+        field, placed.value, ts, window, args, solver, controller, max_steps, steady_state_tol, meter, placed.sharded
     )
     return (*placed.gather(solved), False)
 
@@ -277,6 +278,7 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
                 field,
                 placed.value,
                 ts,
+                jnp.asarray(ts_host[[first, last]]),
                 args,
                 solver,
                 controller,
@@ -284,7 +286,6 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
                 steady_state_tol,
                 meter,
                 placed.sharded,
-                jnp.asarray(ts_host[[first, last]]),
             )
             # Only the window's saved times leave the device (the others are not the solution's).
             outputs = (outputs[0][:, first : last + 1], *outputs[1:])
@@ -313,14 +314,11 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
 
 
 @eqx.filter_jit
-def _solve(
-    field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress_meter, sharded=False, window=None
-):
-    """Every row of y0 from ts[0] to ts[-1], saved at ts; or, given `window` = (t_a, t_b), from t_a to t_b, saved
-    at ts clipped to the window (the times outside it are not the solution's)."""
+def _solve(field, y0, ts, window, args, solver, controller, max_steps, steady_state_tol, progress_meter, sharded=False):
+    """Every row of y0 from window[0] to window[1], saved at ts clipped to the window (the times outside it are
+    not the solution's; a window (ts[0], ts[-1]) saves at ts)."""
     term = diffrax.ODETerm(field)
-    bounds = jnp.stack([ts[0], ts[-1]]) if window is None else window
-    saved_at = ts if window is None else jnp.clip(ts, window[0], window[1])
+    saved_at = jnp.clip(ts, window[0], window[1])
     event = None
     if steady_state_tol is not None:
 
@@ -329,13 +327,13 @@ def _solve(
 
         event = diffrax.Event(at_steady_state)
 
-    def one(y0, saved_at, bounds, args):
+    def one(y0, saved_at, window, args):
         saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=saved_at), diffrax.SubSaveAt(t1=True)])
         solution = diffrax.diffeqsolve(
             term,
             solver,
-            t0=bounds[0],
-            t1=bounds[1],
+            t0=window[0],
+            t1=window[1],
             dt0=None,
             y0=y0,
             args=args,
@@ -367,7 +365,7 @@ def _solve(
         return saved, final[0], solution.ts[1][0], status, why, solution.stats["num_steps"]
 
     # Each device steps its own rows until its own slowest trajectory ends (no exchange per step).
-    return over_batch(jax.vmap(one, (0, None, None, None)), sharded)(y0, saved_at, bounds, args)
+    return over_batch(jax.vmap(one, (0, None, None, None)), sharded)(y0, saved_at, window, args)
 
 
 #: Where Tsit5's region of absolute stability ends on the negative real axis: a step h is stable
