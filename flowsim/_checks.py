@@ -23,6 +23,7 @@ __all__ = [
     "check_count",
     "check_positive",
     "check_shape",
+    "concrete",
     "python_scalar",
 ]
 
@@ -117,6 +118,12 @@ def check_shape(name: str, value, shape: tuple[int, ...], meaning: str = "") -> 
     if array.shape != shape:
         raise InvalidInput(f"{name} must have shape {meaning or ''}{shape}, got {array.shape}")
     return array
+
+
+def concrete(value) -> bool:
+    """Whether `value` is a plain number, not an array: a task's parameters are checked when it is made, and the
+    engine hands them to its compiled programs as arrays (`flowsim.integrate.traced`), which need no check again."""
+    return not isinstance(value, jax.Array)
 
 
 def python_scalar(value):

@@ -7,6 +7,8 @@ equations are jitted once with their parameters traced, the R^d references are j
 schedule and with a steady-state stop compile once each).
 """
 
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,8 +20,8 @@ from flowsim import Status, schedules, slr
 from flowsim.tasks.slr import _generated as generated
 from tests.reference import random_realizable_overlaps
 
-#: Parameter sets of the R^d comparisons: L, lam, gamma and eps vary, d = 7 and d = 40 (d and L are
-#: static in a jitted function of a Problem: two (d, L) pairs, two compilations).
+#: Parameter sets of the R^d comparisons: L, lam, gamma and eps vary, d = 7 and d = 40 (L is static in a
+#: jitted function of a Problem, and d shapes the R^d vectors here: two (d, L) pairs, two compilations).
 RD_PROBLEMS = [
     slr.Problem(7, 3, 0.6, 0.5**0.5, 0.1),
     slr.Problem(7, 3, 1.5, 1.2, 0.0),
@@ -229,6 +231,20 @@ def test_pgd_map_equals_projected_gd_step_in_Rd(problem, alpha, key):
 def constant_solve():
     """The 5-D solve from M0 at constant lam, saved at TS (shared by several tests)."""
     return slr.solve_flow(PROBLEM, M0, TS)
+
+
+def test_a_flow_at_another_d_runs_the_compiled_programs(constant_solve, caplog):
+    """d is a number the engine traces: a solve at another d (the same shapes: starts, times, L, step budget)
+    compiles nothing (no XLA compilation logged: the solve, the solver choice's Jacobians, the risk along the
+    way), and its flow is another one."""
+    other = slr.Problem(60, PROBLEM.L, PROBLEM.lam, PROBLEM.gamma, PROBLEM.eps)
+    assert other.flow_max_steps() == PROBLEM.flow_max_steps()
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING):
+        solved = slr.solve_flow(other, M0, TS)
+        jax.block_until_ready(solved.ys)
+    assert [record.getMessage() for record in caplog.records if "compil" in record.getMessage()] == []
+    assert not solved.failures()
+    assert np.max(np.abs(np.asarray(solved.ys) - np.asarray(constant_solve.ys))) > 1e-3
 
 
 def _scipy_solve(problem, y0, ts, lam):

@@ -1,5 +1,7 @@
 """The exact online-SGD chain on the overlaps (engine="overlaps") against SGD in R^d."""
 
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -170,6 +172,24 @@ def test_same_key_same_run_and_risk_is_the_closed_form():
     np.testing.assert_array_equal(runs[0].ys, runs[1].ys)
     expected = slr.population_risk(problem, runs[0].ys)
     np.testing.assert_allclose(runs[0].risk, expected, rtol=1e-12)
+
+
+def test_the_chain_at_another_d_runs_the_compiled_chain(caplog):
+    """d is a number the chain traces (its chi-square draws, the informative token's mean): a run at another d
+    with the same shapes compiles nothing (no XLA compilation logged) and steps with another law."""
+
+    def run(d):
+        problem = slr.Problem(d, 3, 0.5, eps=0.1)  # the calls of the tests above: compiled once
+        return slr.run_sgd(
+            problem, jax.random.key(5), init=START, lr=0.05, steps=1, batch=4000, seeds=400, engine="overlaps"
+        )
+
+    at_80 = run(80)
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING):
+        at_160 = jax.block_until_ready(run(160))
+    assert [record.getMessage() for record in caplog.records if "compil" in record.getMessage()] == []
+    # Another law: the same keys and starts give other overlaps.
+    assert not np.array_equal(np.asarray(at_160.ys[:, 1]), np.asarray(at_80.ys[:, 1]))
 
 
 def test_an_overflowing_step_is_a_divergence_not_zero_overlaps():

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from flowsim._checks import InvalidInput, as_key, check_count
+from flowsim._checks import InvalidInput, as_key, check_count, concrete
 from flowsim.tasks.slr._attention import AttentionMap, attention_weights
 
 if TYPE_CHECKING:
@@ -71,7 +71,8 @@ def sample(problem: "Problem", truth: GroundTruth, key: PRNGKeyArray, n: int, dt
     Traceable (the checks are on shapes), so SGD's scans draw their batches with it.
     """
     n = check_count("n", n, 1)
-    if truth.k_star.shape != (problem.d,) or truth.v_star.shape != (problem.d,):
+    shapes = (truth.k_star.shape, truth.v_star.shape)
+    if concrete(problem.d) and shapes != ((problem.d,), (problem.d,)):
         raise InvalidInput(
             f"truth must hold two vectors of dimension problem.d = {problem.d}, "
             f"got shapes {truth.k_star.shape} and {truth.v_star.shape}"
@@ -83,7 +84,7 @@ def sample(problem: "Problem", truth: GroundTruth, key: PRNGKeyArray, n: int, dt
 def _sample(problem, truth, key, n, dtype=jnp.float64):
     key_position, key_tokens, key_noise = jax.random.split(key, 3)
     J0 = jax.random.randint(key_position, (n,), 0, problem.L)
-    Z = jax.random.normal(key_tokens, (n, problem.L, problem.d), dtype)
+    Z = jax.random.normal(key_tokens, (n, problem.L, truth.k_star.shape[0]), dtype)  # d: traced in SGD
     informative = jax.nn.one_hot(J0, problem.L, dtype=Z.dtype)[..., None]
     X = Z * (1 + informative * (problem.gamma - 1)) + informative * problem.s * truth.k_star.astype(dtype)
     xi = jax.random.normal(key_noise, (n,), dtype)

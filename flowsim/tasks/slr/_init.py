@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from flowsim._checks import InvalidInput, as_key, check_count
+from flowsim._checks import InvalidInput, as_key, check_count, concrete
 
 __all__ = ["INITIALISATIONS", "chi_square", "initial_overlaps"]
 
@@ -12,10 +12,8 @@ INITIALISATIONS = ("sphere", "manifold")
 
 
 def chi_square(key, dof: int, shape):
-    """chi-square draws with dof degrees of freedom (zero when dof = 0)."""
-    if dof == 0:
-        return jnp.zeros(shape)
-    return 2 * jax.random.gamma(key, dof / 2, shape)
+    """chi-square draws with dof degrees of freedom (zero when dof = 0); dof may be traced."""
+    return jnp.where(dof == 0, 0.0, 2 * jax.random.gamma(key, jnp.maximum(dof, 1) / 2, shape))
 
 
 def initial_overlaps(key: PRNGKeyArray, d: int, n: int, kind: str = "sphere") -> Float[Array, "n 5"]:
@@ -45,11 +43,12 @@ def initial_overlaps(key: PRNGKeyArray, d: int, n: int, kind: str = "sphere") ->
     if kind not in INITIALISATIONS:
         raise InvalidInput(f"kind must be one of {INITIALISATIONS}, got {kind!r}")
     n = check_count("n", n, 1)
-    d = check_count("d", d, 3 if kind == "manifold" else 2)
+    if concrete(d):  # a traced d (a chain's start in its compiled program) is its problem's, checked
+        d = check_count("d", d, 3 if kind == "manifold" else 2)
     key_normal, key_c1, key_c2 = jax.random.split(as_key(key), 3)
     g1, g2, h1, h2, z = jax.random.normal(key_normal, (5, n))
     c1_squared = chi_square(key_c1, d - 2, (n,))
-    c2_squared = chi_square(key_c2, max(d - 3, 0), (n,))
+    c2_squared = chi_square(key_c2, jnp.maximum(d - 3, 0), (n,))
     if kind == "manifold":
         zeros = jnp.zeros(n)
         kappa = g1 / jnp.sqrt(g1**2 + c1_squared)

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import NON_NEGATIVE, POSITIVE, InvalidInput, at_least, check_choice, python_scalar
+from flowsim._checks import NON_NEGATIVE, POSITIVE, InvalidInput, at_least, check_choice, concrete, python_scalar
 from flowsim._task import AbstractTask, Parameter
 from flowsim.quadrature import GaussianRule, default_rule
 from flowsim.rosenbrock import Rosenbrock4
@@ -66,7 +66,9 @@ PARAMETERS = (
 class _Parameters(AbstractTask):
     """The parameters shared by the 5-D flow and its restriction to M, validated."""
 
-    d: int = eqx.field(static=True, converter=python_scalar)
+    # d is a leaf: the engine's programs trace it (`flowsim.integrate.traced`), so a flow, a risk or a chain at
+    # another d reuses the compiled program; what is shaped by d takes its size from arrays (the hidden vectors).
+    d: int = eqx.field(converter=python_scalar)
     L: int = eqx.field(static=True, converter=python_scalar)
     lam: float | AbstractSchedule
     gamma: float = math.sqrt(0.5)
@@ -91,7 +93,8 @@ class _Parameters(AbstractTask):
     def __check_init__(self):
         for parameter in PARAMETERS:
             value = getattr(self, parameter.name)
-            if not isinstance(value, AbstractSchedule):
+            # A traced value (a problem rebuilt inside a compiled program) was checked when its problem was made.
+            if not isinstance(value, AbstractSchedule) and concrete(value):
                 parameter.allowed.check(f"Problem.{parameter.name}", value)
         if self.rule is not None:
             check_rule(self.rule, self.L)
@@ -124,8 +127,8 @@ class _Parameters(AbstractTask):
 
     @property
     def s(self) -> float:
-        """The informative token's mean along k*: sqrt(d/2)."""
-        return math.sqrt(self.d / 2)
+        """The informative token's mean along k*: sqrt(d/2) (an array where d is traced)."""
+        return math.sqrt(self.d / 2) if concrete(self.d) else jnp.sqrt(self.d / 2)
 
     def lam_at(self, t):
         """lam at flow time t (the schedule's value, or the fixed lam)."""
@@ -149,15 +152,17 @@ class _Parameters(AbstractTask):
 
     def flow_max_steps(self) -> int:
         # Explicit steps are stability-limited: about 35 d of them per unit-100 of time at d >= 400
-        # (BENCHMARKS.md), so the default budget grows with d.
-        return max(100_000, 500 * self.d)
+        # (BENCHMARKS.md), so the default budget grows with d. The budget is static in a compiled solve:
+        # rounded up to a power of two, nearby d share one (d up to 262, then each doubling of d).
+        return 1 << (max(100_000, 500 * self.d) - 1).bit_length()
 
 
 class Problem(_Parameters):
     """Single-location regression at dimension d with L tokens (docs/science.md section 1), as a task.
 
-    An immutable pytree: `d` and `L` fix array shapes and are static; `lam`, `gamma` and `eps`
-    are leaves, so a jitted function of a Problem does not recompile when they change. `lam` may
+    An immutable pytree: `L` fixes array shapes and is static; `d`, `lam`, `gamma` and `eps` are leaves,
+    so the engine's compiled programs (flows, risks, Jacobians, fixed points, the SGD chain) serve every
+    value of them (d enters them as a number; the arrays of R^d take their size from the hidden vectors). `lam` may
     be a schedule of the flow time t (`flowsim.schedules`): it then drives the flow, the map and SGD.
 
     **Arguments:**
@@ -267,7 +272,8 @@ class Problem(_Parameters):
         return ProblemOnManifold(self.d, self.L, self.lam, self.gamma, self.eps, self.attention, self.rule)
 
     def sgd_noise(self, key, batch):
-        if self.d < 5:
+        # Checked where d is concrete: `flowsim.sgd.run_sgd` sizes a step's noise before it traces the problem.
+        if concrete(self.d) and self.d < 5:
             raise InvalidInput(f"the SGD chain on the overlaps needs d >= 5, got d = {self.d}")
         return draw_step_noise(key, batch, self.L, self.d)
 

@@ -175,7 +175,7 @@ def run_sgd(
         raise InvalidInput(f"init 'manifold' needs d >= 3, got d = {problem.d}")
     init = "given" if m0 is not None else init
     m0 = jnp.zeros((seeds, 5)) if m0 is None else m0
-    config = (mode, init, batch, n, n_test, DTYPES[dtype])
+    config = (mode, init, batch, n, n_test, DTYPES[dtype], problem.d)  # d: the vectors' size (static)
     shared = (traced(problem), jnp.asarray(lr, dtype=float))
     per_seed = (jax.random.split(as_key(key), seeds), m0)
     with ctrl_c_stops():
@@ -216,9 +216,9 @@ def _rd_seed(shared, seed, config) -> LoggedSteps:
     """One seed's training in R^d: its hidden directions, start, data, steps and logs."""
     problem, lr = shared
     seed_key, m0 = seed
-    mode, init, batch, n, n_test, dtype = config
+    mode, init, batch, n, n_test, dtype, d = config
     key_truth, key_init, key_data, key_test = jax.random.split(seed_key, 4)
-    truth64 = ground_truth(key_truth, problem.d)
+    truth64 = ground_truth(key_truth, d)
     truth = GroundTruth(truth64.k_star.astype(dtype), truth64.v_star.astype(dtype))
     k, v = _initial_vectors(init, truth, key_init, m0)
     dataset = sample(problem, truth, key_data, n, dtype)[:2] if mode == "dataset" else None
