@@ -121,9 +121,9 @@ def check_shape(name: str, value, shape: tuple[int, ...], meaning: str = "") -> 
 
 
 def concrete(value) -> bool:
-    """Whether `value` is a plain number, not an array: a task's parameters are checked when it is made, and the
-    engine hands them to its compiled programs as arrays (`flowsim.integrate.traced`), which need no check again."""
-    return not isinstance(value, jax.Array)
+    """Whether `value` is known here, not a tracer inside a compiled program. A task's parameters are checked
+    where they are concrete (when it is made); the engine's programs trace them (`flowsim.integrate.traced`)."""
+    return not isinstance(value, jax.core.Tracer)
 
 
 def python_scalar(value):

@@ -1,6 +1,7 @@
 """The task module: sampler, validation, overlaps and baselines."""
 
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -67,6 +68,7 @@ def test_predict_matches_its_definition():
         ("d", 1, "Problem.d must be an integer >= 2, got 1"),
         ("d", 4.0, "Problem.d must be an integer >= 2, got 4.0"),
         ("d", True, "Problem.d must be an integer >= 2, got True"),
+        ("d", np.array([10, 20]), "Problem.d must be an integer >= 2, got array([10, 20])"),
         ("L", 0, "Problem.L must be an integer >= 1, got 0"),
         ("lam", 0.0, "Problem.lam must be a finite number > 0, got 0.0"),
         ("lam", float("nan"), "Problem.lam must be a finite number > 0, got nan"),
@@ -78,7 +80,7 @@ def test_predict_matches_its_definition():
 )
 def test_problem_validation(field, value, message):
     arguments = {"d": 10, "L": 3, "lam": 0.5} | {field: value}
-    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         slr.Problem(**arguments)
 
 

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from flowsim._checks import InvalidInput, as_key, check_count, concrete
+from flowsim._checks import InvalidInput, as_key, check_count
 from flowsim.tasks.slr._attention import AttentionMap, attention_weights
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def sample(problem: "Problem", truth: GroundTruth, key: PRNGKeyArray, n: int, dt
     """
     n = check_count("n", n, 1)
     shapes = (truth.k_star.shape, truth.v_star.shape)
-    if concrete(problem.d) and shapes != ((problem.d,), (problem.d,)):
+    if isinstance(problem.d, int) and shapes != ((problem.d,), (problem.d,)):  # else d is traced, in SGD's program
         raise InvalidInput(
             f"truth must hold two vectors of dimension problem.d = {problem.d}, "
             f"got shapes {truth.k_star.shape} and {truth.v_star.shape}"

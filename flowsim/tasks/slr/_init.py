@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from flowsim._checks import InvalidInput, as_key, check_count, concrete
+from flowsim._checks import InvalidInput, as_key, check_count, concrete, python_scalar
 
 __all__ = ["INITIALISATIONS", "chi_square", "initial_overlaps"]
 
@@ -44,7 +44,7 @@ def initial_overlaps(key: PRNGKeyArray, d: int, n: int, kind: str = "sphere") ->
         raise InvalidInput(f"kind must be one of {INITIALISATIONS}, got {kind!r}")
     n = check_count("n", n, 1)
     if concrete(d):  # a traced d (a chain's start in its compiled program) is its problem's, checked
-        d = check_count("d", d, 3 if kind == "manifold" else 2)
+        d = check_count("d", python_scalar(d), 3 if kind == "manifold" else 2)
     key_normal, key_c1, key_c2 = jax.random.split(as_key(key), 3)
     g1, g2, h1, h2, z = jax.random.normal(key_normal, (5, n))
     c1_squared = chi_square(key_c1, d - 2, (n,))

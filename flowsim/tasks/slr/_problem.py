@@ -66,8 +66,9 @@ PARAMETERS = (
 class _Parameters(AbstractTask):
     """The parameters shared by the 5-D flow and its restriction to M, validated."""
 
-    # d is a leaf: the engine's programs trace it (`flowsim.integrate.traced`), so a flow, a risk or a chain at
-    # another d reuses the compiled program; what is shaped by d takes its size from arrays (the hidden vectors).
+    # d is a leaf: the engine's programs trace it (`flowsim.integrate.traced` makes it an array), so a flow, a risk
+    # or a chain at another d reuses the compiled program; what is shaped by d takes its size from arrays (the
+    # hidden vectors). A Python int d is the user's (checked); an array d, the engine's.
     d: int = eqx.field(converter=python_scalar)
     L: int = eqx.field(static=True, converter=python_scalar)
     lam: float | AbstractSchedule
@@ -128,7 +129,7 @@ class _Parameters(AbstractTask):
     @property
     def s(self) -> float:
         """The informative token's mean along k*: sqrt(d/2) (an array where d is traced)."""
-        return math.sqrt(self.d / 2) if concrete(self.d) else jnp.sqrt(self.d / 2)
+        return math.sqrt(self.d / 2) if isinstance(self.d, int) else jnp.sqrt(self.d / 2)
 
     def lam_at(self, t):
         """lam at flow time t (the schedule's value, or the fixed lam)."""
@@ -272,8 +273,8 @@ class Problem(_Parameters):
         return ProblemOnManifold(self.d, self.L, self.lam, self.gamma, self.eps, self.attention, self.rule)
 
     def sgd_noise(self, key, batch):
-        # Checked where d is concrete: `flowsim.sgd.run_sgd` sizes a step's noise before it traces the problem.
-        if concrete(self.d) and self.d < 5:
+        # Checked where d is the user's number: `flowsim.sgd.run_sgd` sizes a step's noise before it traces the problem.
+        if isinstance(self.d, int) and self.d < 5:
             raise InvalidInput(f"the SGD chain on the overlaps needs d >= 5, got d = {self.d}")
         return draw_step_noise(key, batch, self.L, self.d)
 
