@@ -1,8 +1,10 @@
 """What several test files share: one definition each, so that they also share compiled programs."""
 
 import contextlib
+import logging
 import signal
 
+import jax
 import jax.numpy as jnp
 
 from flowsim import slr
@@ -26,3 +28,12 @@ def default_ctrl_c():
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def compiles_nothing(caplog):
+    """Within: JAX logs its compilations; after: asserts that the block compiled no XLA program (every program it
+    ran was compiled before). `caplog`: the test's pytest fixture."""
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING):
+        yield
+    assert [record.getMessage() for record in caplog.records if "compil" in record.getMessage()] == []

@@ -7,8 +7,6 @@ equations are jitted once with their parameters traced, the R^d references are j
 schedule and with a steady-state stop compile once each).
 """
 
-import logging
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +17,7 @@ from scipy import stats
 from flowsim import Status, schedules, slr
 from flowsim.tasks.slr import _generated as generated
 from tests.reference import random_realizable_overlaps
+from tests.shared import compiles_nothing
 
 #: Parameter sets of the R^d comparisons: L, lam, gamma and eps vary, d = 7 and d = 40 (L is static in a
 #: jitted function of a Problem, and d shapes the R^d vectors here: two (d, L) pairs, two compilations).
@@ -239,10 +238,8 @@ def test_a_flow_at_another_d_runs_the_compiled_programs(constant_solve, caplog):
     way), and its flow is another one."""
     other = slr.Problem(60, PROBLEM.L, PROBLEM.lam, PROBLEM.gamma, PROBLEM.eps)
     assert other.flow_max_steps() == PROBLEM.flow_max_steps()
-    with jax.log_compiles(True), caplog.at_level(logging.WARNING):
-        solved = slr.solve_flow(other, M0, TS)
-        jax.block_until_ready(solved.ys)
-    assert [record.getMessage() for record in caplog.records if "compil" in record.getMessage()] == []
+    with compiles_nothing(caplog):
+        solved = jax.block_until_ready(slr.solve_flow(other, M0, TS))
     assert not solved.failures()
     assert np.max(np.abs(np.asarray(solved.ys) - np.asarray(constant_solve.ys))) > 1e-3
 
