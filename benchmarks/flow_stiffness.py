@@ -1,4 +1,4 @@
-"""Which solver for which regime: explicit Tsit5, linearly implicit Rosenbrock4, implicit Kvaerno5 over d.
+"""Which solver for which regime: explicit Tsit5, linearly implicit Rodas5 and Rosenbrock4, implicit Kvaerno5 over d.
 
 The projected flow on the overlaps stiffens with the dimension d (the field's
 scale grows with s = sqrt(d / 2)). For batches of sphere initial conditions at
@@ -37,12 +37,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowsim import slr
-from flowsim.integrate import ATOL, RTOL, Rosenbrock4
+from flowsim.integrate import ATOL, RTOL, Rodas5, Rosenbrock4
 from flowsim.tasks.slr import _generated as generated
 
 ALPHAS = (0.05, 0.02, 0.01, 0.005, 0.002, 0.001)
 DEFAULT_MAX_STEPS = 100_000
-SOLVERS = {"Tsit5": diffrax.Tsit5(), "Rosenbrock4": Rosenbrock4(), "Kvaerno5": diffrax.Kvaerno5()}
+SOLVERS = {"Tsit5": diffrax.Tsit5(), "Rodas5": Rodas5(), "Rosenbrock4": Rosenbrock4(), "Kvaerno5": diffrax.Kvaerno5()}
 
 
 def parse_args():

@@ -14,12 +14,12 @@ calling scipy.integrate.solve_ivp at the same tolerances (rtol 1e-8, atol 1e-10)
 The loops are timed on a subset of the starts (--ivp-trajectories) and their cost per
 trajectory is extrapolated linearly to every B (each trajectory is solved on its own).
 
-flowsim is timed with Tsit5, with `Rosenbrock4` (linearly implicit, the generated Jacobian
-through the field's JVP) and with its own choice (`choose_solver`), at the baselines'
-tolerances. For each (B, solver): calls 1 and 2 integrate to a tiny horizon (the same compiled
-program; compile = call 1 - call 2), call 3 to t = 100 (the run). `--devices N` splits the host
-CPU into N JAX devices (XLA_FLAGS, set before JAX starts) over which the batch is sharded
-(flowsim.devices).
+flowsim is timed with Tsit5, with the linearly implicit `Rodas5` (order 5) and `Rosenbrock4`
+(order 4), both given the generated Jacobian through the field's JVP, and with its own choice
+(`choose_solver`), at the baselines' tolerances. For each (B, solver): calls 1 and 2 integrate to
+a tiny horizon (the same compiled program; compile = call 1 - call 2), call 3 to t = 100 (the run).
+`--devices N` splits the host CPU into N JAX devices (XLA_FLAGS, set before JAX starts) over which
+the batch is sharded (flowsim.devices).
 
 Usage: python benchmarks/flow_throughput.py [--quick] [--devices N]
 """
@@ -43,7 +43,7 @@ import scipy
 import scipy.integrate
 
 from flowsim import slr
-from flowsim.integrate import Rosenbrock4, choose_solver
+from flowsim.integrate import Rodas5, Rosenbrock4, choose_solver
 from flowsim.tasks.slr import _generated as generated
 
 RTOL, ATOL = 1e-8, 1e-10
@@ -57,7 +57,9 @@ def parse_args():
     parser.add_argument("--lam", type=float, default=0.1)
     parser.add_argument("--t1", type=float, default=100.0)
     parser.add_argument("--batches", type=str, default="1000,10000")
-    parser.add_argument("--solvers", type=str, default="auto,tsit5,rosenbrock4", help="of auto, tsit5, rosenbrock4")
+    parser.add_argument(
+        "--solvers", type=str, default="auto,tsit5,rodas5,rosenbrock4", help="of auto, tsit5, rodas5, rosenbrock4"
+    )
     parser.add_argument("--ivp-trajectories", type=int, default=20, help="RK45 loop subset (LSODA: 5x as many)")
     parser.add_argument("--devices", type=int, default=1, help="JAX CPU devices to shard the batch over")
     parser.add_argument("--seed", type=int, default=0)
@@ -134,7 +136,7 @@ def main():
         )
     chosen, why = choose_solver(problem, m_all[: args.batches[-1]], args.t1, rtol=RTOL)
     print(f"flowsim's choice at these starts: {type(chosen).__name__} ({why})")
-    solvers = {"auto": None, "tsit5": diffrax.Tsit5(), "rosenbrock4": Rosenbrock4()}
+    solvers = {"auto": None, "tsit5": diffrax.Tsit5(), "rodas5": Rodas5(), "rosenbrock4": Rosenbrock4()}
     rows = []
     for batch in args.batches:
         for name in args.solvers:

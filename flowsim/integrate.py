@@ -23,10 +23,11 @@ from flowsim._memory import Need, check_fits
 from flowsim._status import Failure, Status
 from flowsim._task import check_states, images, task_jacobian, task_risk, task_vector_field
 from flowsim.devices import over_batch, shard_batch
-from flowsim.rosenbrock import Rosenbrock4
+from flowsim.rosenbrock import Rodas5, Rosenbrock4
 
 __all__ = [
     "Failure",
+    "Rodas5",
     "Rosenbrock4",
     "Status",
     "Trajectories",
@@ -141,8 +142,8 @@ def integrate(
     - `observe`: optional scalar observable `observe(t, y, args)` recorded at the saved times.
     - `valid`, `invalid_reasons`: rows known to be invalid are not solved and are reported
       with status INVALID_INITIAL_CONDITION and the given reason.
-    - `solver`: a Diffrax solver (default Tsit5; for stiff flows `Rosenbrock4` or an implicit one such as
-      Kvaerno5; `solve_flow` chooses with `choose_solver`).
+    - `solver`: a Diffrax solver (default Tsit5; for stiff flows `Rodas5`, `Rosenbrock4` or an implicit one
+      such as Kvaerno5; `solve_flow` chooses with `choose_solver`).
     - `rtol`, `atol`: tolerances of the PID step-size controller.
     - `max_steps`: step budget per trajectory.
     - `steady_state_tol`: if given, a trajectory stops once |field| < this tolerance;
@@ -372,13 +373,14 @@ def _solve(field, y0, ts, window, args, solver, controller, max_steps, steady_st
 #: only while h |lambda| stays below it for the Jacobian's eigenvalues lambda.
 EXPLICIT_STABILITY = 3.5
 
-#: Steps per unit of time an order-4 method needs for accuracy alone at rtol = 1, scaled by rtol^(-1/4): the
-#: largest of a batch's Rosenbrock4 step counts (a vmapped batch steps until its slowest trajectory ends) on
-#: single-location regression to t = 100, whatever d: 3 700 at rtol 1e-8, 14 300 at 1e-10 (BENCHMARKS.md).
-ACCURACY_STEPS = 0.5
-#: What a Rosenbrock4 step costs in explicit (Tsit5) steps: one Jacobian, one 5 x 5 inverse, four products and
-#: three field evaluations against six (measured 1.4 against 0.85 us per trajectory and step at B = 2000).
-IMPLICIT_STEP_COST = 2.0
+#: Steps per unit of time `Rodas5` needs for accuracy alone at rtol = 1, scaled by rtol^(-1/4) (its step counts
+#: grow so: the controller keeps its order-4 error estimate within rtol): the largest of a batch's step counts (a
+#: vmapped batch steps until its slowest trajectory ends) on single-location regression to t = 100 (BENCHMARKS.md):
+#: at d = 400, 575 at rtol 1e-8 and 2 176 at 1e-10 (B = 2000), 93 at 1e-5 (B = 64); at d = 40 000, 3 485 at 1e-10.
+ACCURACY_STEPS = 0.07
+#: What a `Rodas5` step costs in explicit (Tsit5) steps: one Jacobian, one 5 x 5 inverse, eight field evaluations
+#: and products (measured 4.8 to 5.5 against 1.57 us per trajectory and step at B = 2000, d = 400).
+IMPLICIT_STEP_COST = 3.5
 
 
 #: States whose Jacobians `explicit_steps` evaluates at once: a small chunk for a few states, a large one for many
@@ -445,17 +447,17 @@ def explicit_steps(task, y0, t_span: float, t: float = 0.0) -> float:
 
 
 def implicit_steps(t_span: float, rtol: float = RTOL) -> float:
-    """About how many steps `Rosenbrock4` takes over `t_span` at `rtol`: ACCURACY_STEPS t_span rtol^(-1/4)."""
+    """About how many steps `Rodas5` takes over `t_span` at `rtol`: ACCURACY_STEPS t_span rtol^(-1/4)."""
     return ACCURACY_STEPS * float(t_span) * float(rtol) ** -0.25
 
 
 def choose_solver(task, y0, t_span: float, t: float = 0.0, rtol: float = RTOL) -> tuple[diffrax.AbstractSolver, str]:
-    """The solver for a flow from these starts: explicit Tsit5, or `Rosenbrock4` where the flow is stiff.
+    """The solver for a flow from these starts: explicit Tsit5, or `Rodas5` where the flow is stiff.
 
-    The rule: `Rosenbrock4` when the explicit solver's stability-bound steps (`explicit_steps`) cost more
+    The rule: `Rodas5` when the explicit solver's stability-bound steps (`explicit_steps`) cost more
     than the linearly implicit solver's accuracy-bound ones (`implicit_steps`, each `IMPLICIT_STEP_COST`
-    explicit steps), else Tsit5. For single-location regression (lam = 0.1, t = 100): Tsit5 up to d ~ 1000
-    at the engine's rtol 1e-10, Rosenbrock4 from d ~ 350 at rtol 1e-8.
+    explicit steps), else Tsit5. For single-location regression (lam = 0.1, t = 100): Tsit5 up to d ~ 270
+    at the engine's rtol 1e-10, Rodas5 from d ~ 120 at rtol 1e-8.
 
     **Arguments:** as `explicit_steps`, and `rtol`, the solve's relative tolerance.
 
@@ -468,7 +470,7 @@ def choose_solver(task, y0, t_span: float, t: float = 0.0, rtol: float = RTOL) -
         f"{implicit:.2g} at rtol {rtol:g}, each costing {IMPLICIT_STEP_COST:g} explicit steps"
     )
     if explicit > IMPLICIT_STEP_COST * implicit:
-        return Rosenbrock4(), f"the flow is stiff: {estimate}; solving with the linearly implicit Rosenbrock4"
+        return Rodas5(), f"the flow is stiff: {estimate}; solving with the linearly implicit Rodas5"
     return diffrax.Tsit5(), f"the flow is not stiff: {estimate}; solving with the explicit Tsit5"
 
 
@@ -482,7 +484,7 @@ def solve_flow(task, y0, ts, **options) -> Trajectories:
       (`task.unrealizable`) are reported, not solved.
     - `ts`: increasing times at which to save; the flow starts at ts[0].
     - `options`: passed to `integrate` (solver, rtol, atol, max_steps, steady_state_tol, progress);
-      defaults: `task.flow_solver()`, else the solver of `choose_solver` (Tsit5, or `Rosenbrock4` for a
+      defaults: `task.flow_solver()`, else the solver of `choose_solver` (Tsit5, or `Rodas5` for a
       stiff flow), and max_steps = `task.flow_max_steps()`.
 
     **Returns:** a `Trajectories` with the risk along the way in `observed` and a status per

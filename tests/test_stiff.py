@@ -1,7 +1,8 @@
-"""The stiff flow: the field's derivative from the generated Jacobian, the Rosenbrock solver, the solver rule.
+"""The stiff flow: the field's derivative from the generated Jacobian, the Rosenbrock solvers, the solver rule.
 
-Independent routes: autodiff of the field (the custom JVP), a high-accuracy Tsit5 solve (the order of
-`Rosenbrock4`), scipy's LSODA given the generated Jacobian (the solves of the stiff SLR flow).
+Independent routes: autodiff of the field (the custom JVP), a high-accuracy Tsit5 solve (the orders of
+`Rosenbrock4` and `Rodas5`, and of Rodas5's dense output), scipy's LSODA given the generated Jacobian (the
+solves of the stiff SLR flow).
 """
 
 import diffrax
@@ -15,6 +16,7 @@ from flowsim import schedules, slr
 from flowsim._task import images, task_vector_field
 from flowsim.integrate import (
     IMPLICIT_STEP_COST,
+    Rodas5,
     Rosenbrock4,
     choose_solver,
     evaluate,
@@ -66,6 +68,54 @@ def test_rosenbrock4_has_order_four_and_an_order_three_error_estimate():
     assert 14 < float(estimate(0.1)) / float(estimate(0.05)) < 18.5
 
 
+def test_rodas5_has_order_five_and_an_order_four_error_estimate():
+    """Halving a fixed step divides the global error by 2^5, and the step's error estimate (the embedded
+    order-4 method's local error, of order 5) too. Measured: the global error's ratios 30.0, 31.1 and 31.6
+    at 20 to 160 steps, the estimate's 27.6, 29.8 and 30.9 from h = 0.05 down; the band [26, 36] separates
+    order 5 from orders 4 (16) and 6 (64). The tableau's eight stages, its c_t (the test field depends
+    on t) and its stiffly accurate last stages all enter these errors."""
+    reference = _solve(diffrax.Tsit5(), controller=diffrax.PIDController(rtol=1e-14, atol=1e-14))
+    errors = [float(jnp.max(jnp.abs(_solve(Rodas5(), n) - reference))) for n in (20, 40, 80, 160)]
+    ratios = np.array(errors[:-1]) / np.array(errors[1:])
+    assert np.all((ratios > 26) & (ratios < 36)), ratios
+    term, solver = diffrax.ODETerm(_test_field), Rodas5()
+
+    @jax.jit
+    def estimate(h):  # one compiled step for every size
+        state = solver.init(term, 0.0, h, Y0, None)
+        return jnp.max(jnp.abs(solver.step(term, 0.0, h, Y0, None, state, False)[1]))
+
+    ratios = [float(estimate(h)) / float(estimate(h / 2)) for h in (0.05, 0.025, 0.0125)]
+    assert all(26 < ratio < 36 for ratio in ratios), ratios
+
+
+def test_rodas5_dense_output_is_as_accurate_as_its_steps():
+    """States saved between the steps (`RodasInterpolation`) with a fixed step: the error falls by 2^5 per
+    halving, as at the steps (measured 30.1 and 31.2 from 20 steps), where a cubic Hermite interpolant
+    (Rosenbrock4's) falls by 2^4 (measured 17.0 and 16.6), 30 to 50 times larger here at 80 steps."""
+    between = jnp.array([0.3, 0.7, 1.1, 1.45, 1.9])
+
+    def saved(solver, steps=None, controller=None):
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(_test_field),
+            solver,
+            0.0,
+            2.0,
+            None if steps is None else jnp.asarray(2.0 / steps),
+            Y0,
+            saveat=diffrax.SaveAt(ts=between),
+            stepsize_controller=controller or diffrax.ConstantStepSize(),
+            max_steps=100_000,
+        ).ys
+
+    reference = saved(diffrax.Tsit5(), controller=diffrax.PIDController(rtol=1e-14, atol=1e-14))
+    errors = np.array([float(jnp.max(jnp.abs(saved(Rodas5(), n) - reference))) for n in (20, 40, 80)])
+    ratios = errors[:-1] / errors[1:]
+    assert np.all((ratios > 26) & (ratios < 36)), ratios
+    hermite = float(jnp.max(jnp.abs(saved(Rosenbrock4(), 80) - reference)))
+    assert hermite > 10 * errors[-1], (hermite, errors[-1])
+
+
 def test_rosenbrock4_inverse_pivots():
     """The stage matrices' inverse (Gauss-Jordan with partial pivoting) against numpy's, to 1e-12, on random
     5 x 5 matrices and on ones that need row exchanges (zero or tiny leading pivots)."""
@@ -79,18 +129,23 @@ def test_rosenbrock4_inverse_pivots():
         np.testing.assert_allclose(np.asarray(_inverse(jnp.asarray(matrix))), np.linalg.inv(matrix), atol=1e-12)
 
 
-def test_rosenbrock4_solves_a_stiff_linear_problem_in_steps_set_by_accuracy():
+@pytest.mark.parametrize(
+    ("solver", "budgets"),
+    [(Rosenbrock4(), (10_000, 50_000)), (Rodas5(), (2_000, 4_000))],
+    ids=["Rosenbrock4", "Rodas5"],
+)
+def test_rosenbrock_solvers_solve_a_stiff_linear_problem_in_steps_set_by_accuracy(solver, budgets):
     """y' = lam (y - cos t) - sin t (solution cos t): at lam = -1e2 and -1e4 the error stays below 1e-7
     at rtol 1e-8 and the steps do not grow like |lam| (an explicit solver would need |lam| t / 3.5, 3e5
-    at lam = -1e4; measured 5 885 and 31 512 steps)."""
-    for lam, most in ((-1e2, 10_000), (-1e4, 50_000)):
+    at lam = -1e4; measured 5 885 and 31 512 steps with Rosenbrock4, 863 and 1 892 with Rodas5)."""
+    for lam, most in zip((-1e2, -1e4), budgets, strict=True):
 
         def field(t, y, args, lam=lam):
             return lam * (y - jnp.cos(t)) - jnp.sin(t)
 
         solution = diffrax.diffeqsolve(
             diffrax.ODETerm(field),
-            Rosenbrock4(),
+            solver,
             0.0,
             10.0,
             None,
@@ -163,21 +218,24 @@ def _lsoda(problem, m0, t_max):
     return np.array(ends)
 
 
-def test_solver_rule_takes_rosenbrock_where_the_flow_is_stiff(key):
+def test_solver_rule_takes_rodas5_where_the_flow_is_stiff(key):
     """The explicit steps estimated from the Jacobian at the starts and at (k*, v*) grow like d: about
-    12 000 to t = 100 at d = 400 (radius 424 at (k*, v*)), 1.2e6 at d = 40 000 (radius 4.1e4). At the
-    engine's rtol 1e-10 the rule keeps Tsit5 at d = 400 and takes Rosenbrock4 at d = 40 000; at rtol
-    1e-8, Rosenbrock4 at d = 400 too (measured at B = 64 to 10 000: Tsit5 15 000 steps either way,
-    Rosenbrock4 up to 14 300 at 1e-10 and 3 700 at 1e-8, each costing about two explicit steps)."""
-    middle, large = slr.Problem(d=400, L=10, lam=0.1), slr.Problem(d=40_000, L=10, lam=0.1)
-    middle_m0, large_m0 = (slr.initial_overlaps(key, problem.d, 8, "sphere") for problem in (middle, large))
-    estimates = explicit_steps(middle, middle_m0, 100.0), explicit_steps(large, large_m0, 100.0)
-    assert 10_000 < estimates[0] < 15_000 and 80 < estimates[1] / estimates[0] < 120, estimates
-    assert estimates[0] < IMPLICIT_STEP_COST * implicit_steps(100.0) < estimates[1]
-    assert isinstance(choose_solver(middle, middle_m0, 100.0)[0], diffrax.Tsit5)
-    solver, why = choose_solver(large, large_m0, 100.0)
-    assert isinstance(solver, Rosenbrock4) and "stiff" in why
-    assert isinstance(choose_solver(middle, middle_m0, 100.0, rtol=1e-8)[0], Rosenbrock4)
+    2 000 to t = 100 at d = 100, 12 000 at d = 400 (radius 424 at (k*, v*)), 1.2e6 at d = 40 000 (radius
+    4.1e4). Rodas5's accuracy-bound steps, each costing `IMPLICIT_STEP_COST` explicit ones, cost about 7 700
+    explicit steps at the engine's rtol 1e-10 and 2 450 at 1e-8: the rule keeps Tsit5 at d = 100 and takes
+    Rodas5 at d = 400 and 40 000 (measured at d = 400, B = 2000: Tsit5 15 000 steps at 1e-8, Rodas5 575 at
+    1e-8 and 2 176 at 1e-10, each costing 3 to 3.5 Tsit5 steps)."""
+    small, middle, large = (slr.Problem(d=d, L=10, lam=0.1) for d in (100, 400, 40_000))
+    starts = [slr.initial_overlaps(key, problem.d, 8, "sphere") for problem in (small, middle, large)]
+    estimates = [explicit_steps(problem, m0, 100.0) for problem, m0 in zip((small, middle, large), starts, strict=True)]
+    assert 10_000 < estimates[1] < 15_000 and 80 < estimates[2] / estimates[1] < 120, estimates
+    loose, tight = IMPLICIT_STEP_COST * implicit_steps(100.0, 1e-8), IMPLICIT_STEP_COST * implicit_steps(100.0)
+    assert estimates[0] < loose < tight < estimates[1], (estimates, loose, tight)
+    assert isinstance(choose_solver(small, starts[0], 100.0)[0], diffrax.Tsit5)
+    assert isinstance(choose_solver(small, starts[0], 100.0, rtol=1e-8)[0], diffrax.Tsit5)
+    for problem, m0 in zip((middle, large), starts[1:], strict=True):
+        solver, why = choose_solver(problem, m0, 100.0)
+        assert isinstance(solver, Rodas5) and "stiff" in why and "Rodas5" in why
 
 
 def test_the_explicit_estimate_is_the_largest_radius_at_every_state(key):
@@ -206,16 +264,16 @@ def test_the_explicit_estimate_is_the_largest_radius_at_every_state(key):
 
 
 def test_stiff_flow_steps_are_set_by_accuracy_not_by_d(key):
-    """Rosenbrock4 (the rule's choice) from 4 sphere starts to t = 100 at d = 40 000: the end points equal
+    """Rodas5 (the rule's choice) from 4 sphere starts to t = 100 at d = 40 000: the end points equal
     LSODA's (given the generated Jacobian, rtol 1e-11) to 1e-7 (the saved-state accuracy flowsim's tests ask
-    of every solve against scipy), and the mean steps (measured 25 900) are within 3x of the accuracy-bound
-    count the solver rule assumes, `implicit_steps` (15 800 at rtol 1e-10, whatever d), far below the
-    stability-bound count of an explicit solver (`explicit_steps`: 1.2 million, ~30 d). The starts are the
-    first four of the test above (one compiled draw). The steps against d, from d = 80 to 40 000, are
-    benchmarks/flow_stiffness.py's (each d compiles its solve again: tens of seconds)."""
+    of every solve against scipy), and the mean steps (measured 2 400 for 8 starts) are within 3x of the
+    accuracy-bound count the solver rule assumes, `implicit_steps` (2 210 at rtol 1e-10, whatever d), far
+    below the stability-bound count of an explicit solver (`explicit_steps`: 1.2 million, ~30 d). The starts
+    are the first four of the test above (one compiled draw). The steps against d, from d = 80 to 40 000, are
+    benchmarks/flow_stiffness.py's."""
     problem = slr.Problem(d=40_000, L=10, lam=0.1)
     m0 = slr.initial_overlaps(key, problem.d, 8, "sphere")[:4]
-    solved = slr.solve_flow(problem, m0, np.linspace(0.0, 100.0, 3), solver=Rosenbrock4())
+    solved = slr.solve_flow(problem, m0, np.linspace(0.0, 100.0, 3))
     assert np.asarray(solved.ok).all()
     np.testing.assert_allclose(np.asarray(solved.y_final), _lsoda(problem, m0, 100.0), rtol=0, atol=1e-7)
     steps = float(np.mean(np.asarray(solved.num_steps)))

@@ -48,7 +48,7 @@ DESCRIPTION = (
 _EXPERIMENTS = {experiment.name: experiment for experiment in slr.EXPERIMENTS}
 _POPULATION = _EXPERIMENTS["sphere_small_lambda"]
 _SGD = _EXPERIMENTS["sgd_sphere_schedule"]
-_SOLVERS = ("tsit5", "rosenbrock4", "kvaerno5")
+_SOLVERS = ("tsit5", "rodas5", "rosenbrock4", "kvaerno5")
 #: The step budget of `verify_convergence`'s solves, which the demo's comparison uses too (see `_demo`).
 _FLOW_MAX_STEPS = 2_000_000
 #: Saved times of `verify`'s solves (`verify_convergence`'s default), which the demo's SGD logs match.
@@ -120,10 +120,10 @@ def _flow_options(parser) -> None:
         "--solver",
         choices=("auto", *_SOLVERS),
         default="auto",
-        help="explicit Tsit5; linearly implicit Rosenbrock4 or implicit Kvaerno5 for stiff flows; or auto: "
-        "Rosenbrock4 where the Jacobian at the starts and at (k*, v*) says Tsit5's stable steps would cost more "
-        "than Rosenbrock4's (flowsim.integrate.choose_solver; for a map taken by a rule: the task's Rosenbrock4 "
-        "at rtol 1e-5)",
+        help="explicit Tsit5; linearly implicit Rodas5 (order 5) or Rosenbrock4 (order 4), or implicit Kvaerno5, "
+        "for stiff flows; or auto: Rodas5 where the Jacobian at the starts and at (k*, v*) says Tsit5's stable "
+        "steps would cost more than Rodas5's (flowsim.integrate.choose_solver; for a map taken by a rule: the "
+        "task's Rosenbrock4 at rtol 1e-5)",
     )
     option(parser, "--max-steps", int, _FLOW_MAX_STEPS, "solver steps per trajectory before it fails", at_least(1))
 
@@ -401,17 +401,18 @@ def _choose_solver(args, problem, m0):
     """--solver, or for `auto` the engine's choice (`flowsim.integrate.choose_solver`), said before the solve."""
     import diffrax
 
-    from flowsim.integrate import Rosenbrock4, choose_solver
+    from flowsim.integrate import Rodas5, Rosenbrock4, choose_solver
 
     if args.solver in ("auto", "tsit5"):  # the estimate decides auto and warns an explicit solve of a stiff flow
         chosen, why = choose_solver(problem, m0, args.t_max)
         if args.solver == "auto":
             print(f"flowsim flow: {why}", file=sys.stderr)
             return chosen, type(chosen).__name__
-        if isinstance(chosen, Rosenbrock4):
-            warning = f"warning: {why.split(';')[0]}: --solver rosenbrock4 (or auto) takes it"
+        if isinstance(chosen, Rodas5):
+            warning = f"warning: {why.split(';')[0]}: --solver rodas5 (or auto) takes it"
             print(f"flowsim flow: {warning}", file=sys.stderr)
-    solver = {"tsit5": diffrax.Tsit5, "rosenbrock4": Rosenbrock4, "kvaerno5": diffrax.Kvaerno5}[args.solver]()
+    solvers = {"tsit5": diffrax.Tsit5, "rodas5": Rodas5, "rosenbrock4": Rosenbrock4, "kvaerno5": diffrax.Kvaerno5}
+    solver = solvers[args.solver]()
     return solver, type(solver).__name__
 
 
