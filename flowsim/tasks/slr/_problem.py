@@ -15,7 +15,7 @@ import numpy as np
 from flowsim._checks import NON_NEGATIVE, POSITIVE, InvalidInput, at_least, check_choice, concrete, python_scalar
 from flowsim._task import AbstractTask, Parameter
 from flowsim.quadrature import GaussianRule, default_rule
-from flowsim.rosenbrock import Rosenbrock4
+from flowsim.rosenbrock import Rodas5
 from flowsim.schedules import AbstractSchedule
 from flowsim.tasks.slr import _generated as generated
 from flowsim.tasks.slr._attention import ERF, AttentionMap, as_attention_map
@@ -143,13 +143,13 @@ class _Parameters(AbstractTask):
         return float(self.eps) ** 2
 
     def flow_solver(self) -> dict:
-        """erf: the engine's defaults. The other maps: the linearly implicit Rosenbrock4 at rtol 1e-5, atol 1e-7.
-        Their flows are stiff off M too (curvature ~ d along theta), and at these tolerances the end points at
-        t = 100 are within 1e-6 of a 1e-8 solve (softmax, d = 400, L = 10, lam = 1), below the rule's own error
-        (docs/science.md section 7), in ~240 steps where Tsit5 takes ~14 000; each step needs one Jacobian, which
-        the rule gives at about two evaluations' cost (`rule_jacobian`): half the time of Kvaerno3's Newton
-        iterations (BENCHMARKS.md, "Rule-based flows")."""
-        return {} if self.closed_form else {"solver": Rosenbrock4(), "rtol": 1e-5, "atol": 1e-7}
+        """erf: the engine's defaults. The other maps: the linearly implicit Rodas5 at rtol 1e-5, atol 1e-7.
+        Their flows are stiff off M too (curvature ~ d along theta), and at these tolerances the saved states
+        are within 1e-6 of a 1e-8 solve (softmax, d = 400, L = 10, lam = 1), below the rule's own error
+        (docs/science.md section 7), in ~64 steps where Tsit5 takes ~14 000; each step needs one Jacobian, which
+        the rule gives at about two evaluations' cost (`rule_jacobian`). Rosenbrock4 took 236 steps there,
+        1.8x the time, its saved states within 7e-5 (BENCHMARKS.md, "Rule-based flows")."""
+        return {} if self.closed_form else {"solver": Rodas5(), "rtol": 1e-5, "atol": 1e-7}
 
     def flow_max_steps(self) -> int:
         # Explicit steps are stability-limited: about 35 d of them per unit-100 of time at d >= 400

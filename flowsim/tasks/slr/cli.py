@@ -123,7 +123,7 @@ def _flow_options(parser) -> None:
         help="explicit Tsit5; linearly implicit Rodas5 (order 5) or Rosenbrock4 (order 4), or implicit Kvaerno5, "
         "for stiff flows; or auto: Rodas5 where the Jacobian at the starts and at (k*, v*) says Tsit5's stable "
         "steps would cost more than Rodas5's (flowsim.integrate.choose_solver; for a map taken by a rule: the "
-        "task's Rosenbrock4 at rtol 1e-5)",
+        "task's Rodas5 at rtol 1e-5)",
     )
     option(parser, "--max-steps", int, _FLOW_MAX_STEPS, "solver steps per trajectory before it fails", at_least(1))
 
