@@ -223,6 +223,11 @@ class _Rosenbrock(diffrax.AbstractAdaptiveSolver):
             stages = self._unrolled_stages(field, t0, h, flat_y0, f0_flat, f_t, inverse)
         flat_y1 = flat_y0 + sum(b * g for b, g in zip(tableau.b, stages, strict=True) if b)
         error = sum(e * g for e, g in zip(tableau.e, stages, strict=True) if e)
+        # A step too long for a nonlinear field can take a stage where it overflows. Diffrax's controller turns
+        # an infinite candidate into a NaN error, and a NaN step size for ever; a NaN candidate with an infinite
+        # error is rejected and the step shrunk instead.
+        finite = jnp.all(jnp.isfinite(flat_y1)) & jnp.all(jnp.isfinite(error))
+        flat_y1, error = jnp.where(finite, flat_y1, jnp.nan), jnp.where(finite, error, jnp.inf)
         y1 = unravel(flat_y1)
         f1 = terms.vf(t1, y1, args)
         if tableau.dense:  # the method's own dense output, from its stages

@@ -116,6 +116,28 @@ def test_rodas5_dense_output_is_as_accurate_as_its_steps():
     assert hermite > 10 * errors[-1], (hermite, errors[-1])
 
 
+def test_a_step_whose_stages_overflow_is_rejected_and_shrunk():
+    """y' = -1e3 y^11 from y = 1, first step h = 1: Rodas5's stages (coefficients up to ~300) overflow to
+    -inf with no NaN, which Diffrax's controller would turn into a NaN step size, rejected for ever (measured:
+    2 000 rejections at t = 0 before the guard). The step returns a NaN candidate with an infinite error
+    instead, so the step is shrunk, and the solve ends at y(10) = (1 + 1e5)^(-1/10) to 1e-8 (rtol 1e-10)."""
+    term, y0 = diffrax.ODETerm(lambda t, y, args: -1e3 * y**11), jnp.array([1.0])
+    solver = Rodas5()
+    candidate, error = solver.step(term, 0.0, 1.0, y0, None, solver.init(term, 0.0, 1.0, y0, None), False)[:2]
+    assert bool(jnp.isnan(candidate).all()) and bool(jnp.isinf(error).all())
+    solution = diffrax.diffeqsolve(
+        term,
+        solver,
+        0.0,
+        10.0,
+        1.0,
+        y0,
+        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
+        max_steps=2_000,
+    )
+    assert abs(float(solution.ys[-1, 0]) - (1 + 1e5) ** -0.1) < 1e-8
+
+
 def test_rosenbrock4_inverse_pivots():
     """The stage matrices' inverse (Gauss-Jordan with partial pivoting) against numpy's, to 1e-12, on random
     5 x 5 matrices and on ones that need row exchanges (zero or tiny leading pivots)."""
