@@ -5,6 +5,8 @@ Independent routes: autodiff of the field (the custom JVP), a high-accuracy Tsit
 solves of the stiff SLR flow).
 """
 
+import functools
+
 import diffrax
 import jax
 import jax.numpy as jnp
@@ -49,23 +51,38 @@ def _solve(solver, steps=None, t1=2.0, controller=None):
     ).ys[-1]
 
 
+@functools.cache
+def _reference_end():
+    """The test field's state at t = 2 by Tsit5 at rtol 1e-14: the reference of the order tests."""
+    return _solve(diffrax.Tsit5(), controller=diffrax.PIDController(rtol=1e-14, atol=1e-14))
+
+
+def _global_error_ratios(solver) -> np.ndarray:
+    """The global error's ratios at t = 2 from one fixed step to half of it, 20 to 160 steps."""
+    errors = np.array([float(jnp.max(jnp.abs(_solve(solver, n) - _reference_end()))) for n in (20, 40, 80, 160)])
+    return errors[:-1] / errors[1:]
+
+
+def _estimate_ratios(solver, steps) -> np.ndarray:
+    """The ratio of one step's error estimate (from Y0 at t = 0) at each step size h to that at h / 2."""
+    term = diffrax.ODETerm(_test_field)
+
+    @jax.jit
+    def estimate(h):  # one compiled step for every size
+        state = solver.init(term, 0.0, h, Y0, None)
+        return jnp.max(jnp.abs(solver.step(term, 0.0, h, Y0, None, state, False)[1]))
+
+    return np.array([float(estimate(h)) / float(estimate(h / 2)) for h in steps])
+
+
 def test_rosenbrock4_has_order_four_and_an_order_three_error_estimate():
     """Halving a fixed step divides the global error by 2^4 and the step's error estimate (the
     difference to the embedded order-3 method, a local error of order 4) by 2^4 too. Measured ratios
     16.4 to 17.3 for the global error at 10 to 160 steps (the asymptotic 16 is approached from above),
     15.5 for the estimate: the band [14, 18.5] separates order 4 from orders 3 (8) and 5 (32)."""
-    reference = _solve(diffrax.Tsit5(), controller=diffrax.PIDController(rtol=1e-14, atol=1e-14))
-    errors = [float(jnp.max(jnp.abs(_solve(Rosenbrock4(), n) - reference))) for n in (20, 40, 80, 160)]
-    ratios = np.array(errors[:-1]) / np.array(errors[1:])
+    ratios = _global_error_ratios(Rosenbrock4())
     assert np.all((ratios > 14) & (ratios < 18.5)), ratios
-    term, solver = diffrax.ODETerm(_test_field), Rosenbrock4()
-
-    @jax.jit
-    def estimate(h):  # one compiled step for both sizes
-        state = solver.init(term, 0.0, h, Y0, None)
-        return jnp.max(jnp.abs(solver.step(term, 0.0, h, Y0, None, state, False)[1]))
-
-    assert 14 < float(estimate(0.1)) / float(estimate(0.05)) < 18.5
+    assert 14 < _estimate_ratios(Rosenbrock4(), (0.1,))[0] < 18.5
 
 
 def test_rodas5_has_order_five_and_an_order_four_error_estimate():
@@ -74,19 +91,10 @@ def test_rodas5_has_order_five_and_an_order_four_error_estimate():
     at 20 to 160 steps, the estimate's 27.6, 29.8 and 30.9 from h = 0.05 down; the band [26, 36] separates
     order 5 from orders 4 (16) and 6 (64). The tableau's eight stages, its c_t (the test field depends
     on t) and its stiffly accurate last stages all enter these errors."""
-    reference = _solve(diffrax.Tsit5(), controller=diffrax.PIDController(rtol=1e-14, atol=1e-14))
-    errors = [float(jnp.max(jnp.abs(_solve(Rodas5(), n) - reference))) for n in (20, 40, 80, 160)]
-    ratios = np.array(errors[:-1]) / np.array(errors[1:])
+    ratios = _global_error_ratios(Rodas5())
     assert np.all((ratios > 26) & (ratios < 36)), ratios
-    term, solver = diffrax.ODETerm(_test_field), Rodas5()
-
-    @jax.jit
-    def estimate(h):  # one compiled step for every size
-        state = solver.init(term, 0.0, h, Y0, None)
-        return jnp.max(jnp.abs(solver.step(term, 0.0, h, Y0, None, state, False)[1]))
-
-    ratios = [float(estimate(h)) / float(estimate(h / 2)) for h in (0.05, 0.025, 0.0125)]
-    assert all(26 < ratio < 36 for ratio in ratios), ratios
+    ratios = _estimate_ratios(Rodas5(), (0.05, 0.025, 0.0125))
+    assert np.all((ratios > 26) & (ratios < 36)), ratios
 
 
 def test_rodas5_dense_output_is_as_accurate_as_its_steps():
