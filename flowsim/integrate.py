@@ -7,10 +7,13 @@ ended. Failed trajectories keep the values computed before the failure; later
 saved times hold NaN, never a number that was not computed.
 """
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 
 import diffrax
 import equinox as eqx
+import equinox._errors
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -314,6 +317,34 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
     return jnp.asarray(ys), jnp.asarray(y_final), t_final, status, why, jnp.asarray(used), interrupted
 
 
+_CHECKS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _checks_without_host_callback() -> Iterator[None]:
+    """While tracing inside, a failed Equinox runtime check makes its value NaN instead of calling the host.
+
+    Diffrax checks `SaveAt`'s times against t0 and t1 with `equinox.error_if`, which by default raises through a host
+    callback; JAX never keeps a program holding a host callback in its persistent compilation cache, so every process
+    (each command, each test worker, each notebook kernel) compiled every solve again. `_solve` passes times it has
+    made valid (increasing, clipped to the window), so those checks never fail; any other check inside the solve that
+    did would give NaN states, which `integrate` reports per trajectory ("the state became non-finite"). Equinox
+    reads its mode (the environment variable EQX_ON_ERROR, "raise" by default) from a module global at trace time;
+    it is set for the trace only, under a lock, and restored. If Equinox moves that global, nothing changes but the
+    caching (tests/test_engine_generic.py checks that the solve holds no host callback).
+    """
+    errors = equinox._errors
+    if not hasattr(errors, "EQX_ON_ERROR"):
+        yield
+        return
+    with _CHECKS_LOCK:
+        mode, errors.EQX_ON_ERROR = errors.EQX_ON_ERROR, "nan"
+        try:
+            yield
+        finally:
+            errors.EQX_ON_ERROR = mode
+
+
 @eqx.filter_jit
 def _solve(field, y0, ts, window, args, solver, controller, max_steps, steady_state_tol, progress_meter, sharded=False):
     """Every row of y0 from window[0] to window[1], saved at ts clipped to the window (the times outside it are
@@ -330,21 +361,22 @@ def _solve(field, y0, ts, window, args, solver, controller, max_steps, steady_st
 
     def one(y0, saved_at, window, args):
         saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=saved_at), diffrax.SubSaveAt(t1=True)])
-        solution = diffrax.diffeqsolve(
-            term,
-            solver,
-            t0=window[0],
-            t1=window[1],
-            dt0=None,
-            y0=y0,
-            args=args,
-            saveat=saveat,
-            stepsize_controller=controller,
-            max_steps=max_steps,
-            throw=False,
-            event=event,
-            progress_meter=progress_meter,
-        )
+        with _checks_without_host_callback():
+            solution = diffrax.diffeqsolve(
+                term,
+                solver,
+                t0=window[0],
+                t1=window[1],
+                dt0=None,
+                y0=y0,
+                args=args,
+                saveat=saveat,
+                stepsize_controller=controller,
+                max_steps=max_steps,
+                throw=False,
+                event=event,
+                progress_meter=progress_meter,
+            )
         saved, final = solution.ys
         result = solution.result
         # (status, index into _REASONS): diffrax's outcomes in flowsim's one enumeration.
