@@ -438,28 +438,16 @@ def _radius_bounds(jacobians: np.ndarray) -> np.ndarray:
     return np.where(zero, 0.0, np.exp(log_bound))
 
 
-def explicit_steps(task, y0, t_span: float, t: float = 0.0) -> float:
-    """About how many steps an explicit solver (Tsit5) takes over `t_span`, bound by stability alone.
+#: Fractions of a solve's span at which `explicit_steps` evaluates the Jacobian of a task whose schedule varies (its
+#: stiffness follows the schedule), integrated by the trapezoid rule; finer near the start, where a decaying
+#: schedule changes fastest. With lam = 2 / (1 + 0.1 t) to t = 200 (the SGD experiment's flow, d = 80) the rule
+#: gives 10 300 steps where Tsit5 takes 12 790, against 39 000 from the Jacobian at t = 0 alone.
+_SCHEDULE_FRACTIONS = np.array([0.0, 1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 3 / 8, 1 / 2, 5 / 8, 3 / 4, 7 / 8, 1.0])
 
-    The largest spectral radius of the task's Jacobian at the starts and at the task's targets (where
-    its flows go: the stiffness of a gradient flow is often largest near its minimisers), times t_span,
-    over `EXPLICIT_STABILITY`. Where this exceeds the steps accuracy needs, the flow is stiff and an
-    implicit solver takes far fewer steps. The eigenvalues are computed only at the states whose upper bound of
-    the spectral radius exceeds the largest radius found so far (the largest bounds first): the same maximum
-    as at every state, at a few of them.
 
-    **Arguments:**
-
-    - `task`: an `AbstractTask`; `y0`: states (batch, n); `t_span`: the length of the solve;
-      `t`: the time of the starts.
-
-    **Returns:** the estimate for the stiffest of those states.
-    """
-    states = np.asarray(y0, dtype=float).reshape(-1, task.dimension)
-    targets = np.asarray(task.targets, dtype=float)
-    if targets.ndim == 2 and targets.shape[1] == task.dimension:
-        states = np.concatenate([states, images(task, targets).reshape(-1, task.dimension)])
-    states = states[np.isfinite(states).all(axis=1)]
+def _spectral_radius(task, states: np.ndarray, t: float) -> float:
+    """The largest spectral radius of the task's Jacobian at these states at time t (the eigenvalues computed
+    only where an upper bound of the radius exceeds the largest radius found so far, the largest bounds first)."""
     # In chunks of one of two sizes (padded with the first state), so that every batch size shares two programs.
     chunk = _ESTIMATE_CHUNK if len(states) <= _ESTIMATE_CHUNK**2 else _LARGE_ESTIMATE_CHUNK
     padded = np.concatenate([states, np.repeat(states[:1], -len(states) % chunk, axis=0)])
@@ -475,7 +463,36 @@ def explicit_steps(task, y0, t_span: float, t: float = 0.0) -> float:
         if bounds[rows[0]] <= radius:  # no state left can have a larger radius
             break
         radius = max(radius, float(np.max(np.abs(np.linalg.eigvals(jacobians[rows])))))
-    return radius * float(t_span) / EXPLICIT_STABILITY
+    return radius
+
+
+def explicit_steps(task, y0, t_span: float, t: float = 0.0) -> float:
+    """About how many steps an explicit solver (Tsit5) takes over `t_span`, bound by stability alone.
+
+    The largest spectral radius of the task's Jacobian at the starts and at the task's targets (where
+    its flows go: the stiffness of a gradient flow is often largest near its minimisers), integrated over
+    the span, over `EXPLICIT_STABILITY`: the radius times t_span where the task does not change with time,
+    else the trapezoid rule on the radii at `_SCHEDULE_FRACTIONS` of the span (a decaying schedule makes
+    the flow less stiff as it goes). Where this exceeds the steps accuracy needs, the flow is stiff and an
+    implicit solver takes far fewer steps.
+
+    **Arguments:**
+
+    - `task`: an `AbstractTask`; `y0`: states (batch, n); `t_span`: the length of the solve;
+      `t`: the time of the starts.
+
+    **Returns:** the estimate for the stiffest of those states.
+    """
+    states = np.asarray(y0, dtype=float).reshape(-1, task.dimension)
+    targets = np.asarray(task.targets, dtype=float)
+    if targets.ndim == 2 and targets.shape[1] == task.dimension:
+        states = np.concatenate([states, images(task, targets).reshape(-1, task.dimension)])
+    states = states[np.isfinite(states).all(axis=1)]
+    times = float(t) + float(t_span) * _SCHEDULE_FRACTIONS
+    if task.autonomous or np.ptp(np.asarray(task.schedule()(jnp.asarray(times)))) == 0:
+        return _spectral_radius(task, states, t) * float(t_span) / EXPLICIT_STABILITY
+    radii = [_spectral_radius(task, states, time) for time in times]
+    return float(np.trapezoid(radii, times)) / EXPLICIT_STABILITY
 
 
 def implicit_steps(t_span: float, rtol: float = RTOL) -> float:
@@ -498,8 +515,8 @@ def choose_solver(task, y0, t_span: float, t: float = 0.0, rtol: float = RTOL) -
     explicit, implicit = explicit_steps(task, y0, t_span, t), implicit_steps(t_span, rtol)
     estimate = (
         f"an explicit solver needs about {explicit:.2g} steps per trajectory (the Jacobian's spectral radius at "
-        f"the starts and targets times t = {t_span:g}, over its stability bound), a linearly implicit one about "
-        f"{implicit:.2g} at rtol {rtol:g}, each costing {IMPLICIT_STEP_COST:g} explicit steps"
+        f"the starts and targets over a span of t = {t_span:g}, over its stability bound), a linearly implicit one "
+        f"about {implicit:.2g} at rtol {rtol:g}, each costing {IMPLICIT_STEP_COST:g} explicit steps"
     )
     if explicit > IMPLICIT_STEP_COST * implicit:
         return Rodas5(), f"the flow is stiff: {estimate}; solving with the linearly implicit Rodas5"
