@@ -13,7 +13,11 @@
    times the experiments' steps and seeds, give the authors' total; the ratio to flowsim's wall
    time is printed (issue 15's target: >= 150x, i.e. <= 20 s for flowsim).
 
-Usage: python benchmarks/reproduce_speed.py [--quick]
+With `--trees BEFORE AFTER` (checkouts, e.g. `git worktree add /tmp/before HEAD~1`), the command's first and later
+runs of each tree (PYTHONPATH=TREE, its own compilation cache) are alternated over `--rounds`, so that a change is
+measured against the machine's drift (its speed varies by a third between runs); the authors' way is not timed.
+
+Usage: python benchmarks/reproduce_speed.py [--quick] [--trees BEFORE AFTER [--rounds 2]]
 """
 
 import argparse
@@ -39,16 +43,21 @@ def parse_args():
     parser.add_argument("--quick", action="store_true", help="flowsim reproduce --quick, fewer timed steps")
     parser.add_argument("--steps", type=int, default=300, help="steps of the authors' loops timed")
     parser.add_argument("--single-device", action="store_true", help="also time one JAX device")
+    parser.add_argument("--trees", nargs=2, metavar=("BEFORE", "AFTER"), help="two checkouts to compare")
+    parser.add_argument("--rounds", type=int, default=2, help="alternations of the two trees")
     args = parser.parse_args()
     if args.quick:
         args.steps = 50
     return args
 
 
-def run_reproduce(cache: str, devices: str | None, quick: bool) -> float:
-    """Wall seconds of `flowsim reproduce` in a fresh process with this compilation cache folder."""
+def run_reproduce(cache: str, devices: str | None, quick: bool, tree: str | None = None) -> float:
+    """Wall seconds of `flowsim reproduce` in a fresh process with this compilation cache folder (and flowsim from
+    the checkout `tree`, if given)."""
     env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache)
     env.pop("XLA_FLAGS", None)
+    if tree is not None:
+        env["PYTHONPATH"] = tree
     if devices is not None:
         env["FLOWSIM_HOST_DEVICES"] = devices
     with tempfile.TemporaryDirectory() as out:
@@ -109,12 +118,29 @@ def authors_sgd_step_seconds(steps: int, d: int = 80, L: int = 10, batch: int = 
     return (time.perf_counter() - start) / steps
 
 
+def compare_trees(trees: list[str], rounds: int, quick: bool) -> None:
+    """First and later runs of each tree, alternated; the medians at the end."""
+    seconds = {tree: [] for tree in trees}
+    for round_ in range(rounds):
+        for tree in trees:
+            with tempfile.TemporaryDirectory() as cache:
+                first, later = (run_reproduce(cache, None, quick, tree) for _ in range(2))
+            seconds[tree].append((first, later))
+            print(f"round {round_ + 1}, {tree}: first run {first:.1f} s, later run {later:.1f} s", flush=True)
+    for tree, runs in seconds.items():
+        first, later = np.median(runs, axis=0)
+        print(f"{tree}: median first run {first:.1f} s, later run {later:.1f} s")
+
+
 def main():
     args = parse_args()
     print(
         f"# reproduce speed: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, python "
         f"{platform.python_version()}, jax {jax.__version__}; load average at start {os.getloadavg()[0]:.2f}"
     )
+    if args.trees:
+        compare_trees(args.trees, args.rounds, args.quick)
+        return
     configurations = [("a JAX device per core (default)", None)]
     if args.single_device:
         configurations.append(("one JAX device", "1"))
