@@ -99,6 +99,15 @@ def test_a_solve_holds_no_host_callback(solver, steady_state_tol):
     assert "callback" not in str(jaxpr)
 
 
+def test_a_users_own_diffrax_checks_still_raise():
+    """The NaN mode of the checks is the engine's solve's alone: after a flowsim solve traced its checks, a Diffrax
+    solve of the user's whose saved times leave (t0, t1) (times of the same shape) still raises."""
+    flowsim.solve_flow(TASK, Y0, np.linspace(0.0, 1.0, 3))
+    term, outside = diffrax.ODETerm(lambda t, y, args: -y), diffrax.SaveAt(ts=jnp.array([0.0, 2.0, 3.0]))
+    with pytest.raises(Exception, match=r"saveat\.ts must lie between t0 and t1"):
+        diffrax.diffeqsolve(term, diffrax.Tsit5(), 0.0, 1.0, 0.1, Y0[0], saveat=outside)
+
+
 def test_a_schedule_in_the_task_drives_the_flow():
     """scale = 2 (a constant schedule) is the flow at twice the speed: x(t) = exact(x0, t, 2)."""
     from flowsim.schedules import InverseTimeDecay

@@ -272,8 +272,8 @@ def test_a_decaying_schedule_makes_the_explicit_estimate_the_integral_of_the_rad
     """The SGD experiment's flow (d = 80, lam = 2 / (1 + 0.1 t), 30 sphere starts, t = 200): the estimate is the
     trapezoid rule over the radii at the fixed lam of each sample time (the same Jacobians by an independent
     route, a constant-lam task; to 1e-9 relative), about a third of the estimate from t = 0 alone (8 700 against
-    24 300 here; on the experiment's own starts 9 800 against 39 000, which chose Rodas5), and the rule takes
-    Tsit5, which solves the experiment's flow in 12 790 steps (measured)."""
+    24 300 here; 9 800 against 39 000 from 30 other sphere starts, where the estimate at t = 0 chose Rodas5), and
+    the rule takes Tsit5, which solves that flow from those starts in 12 955 steps (measured)."""
     from flowsim.integrate import _SCHEDULE_FRACTIONS
 
     task = slr.Problem(80, 10, schedules.InverseTimeDecay(2.0, 1e-4, 1e-3), eps=0.1)
