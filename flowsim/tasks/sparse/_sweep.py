@@ -17,8 +17,6 @@ from typing import NamedTuple
 import equinox as eqx
 import jax
 import numpy as np
-import scipy.optimize
-import scipy.stats
 
 from flowsim._checks import InvalidInput, as_key, at_least, check_count
 from flowsim.tasks.sparse._critical import critical_sample_size
@@ -118,6 +116,9 @@ def fit_scaling(T, m, sigma=None) -> dict[str, Fit]:
 
     **Returns:** {"constant": ..., "log": ..., "linear": ..., "power": ...}, each a `Fit`.
     """
+    import scipy.optimize  # here, not at import: with scipy.stats, 0.4-0.65 s of every command's start-up
+    import scipy.stats
+
     T, m = np.asarray(T, float), np.asarray(m, float)
     if len(T) < 3 or not np.isfinite(m).all():
         raise ValueError(f"fitting needs at least 3 finite values of m*, got {m.tolist()}")
