@@ -333,8 +333,9 @@ def _checks_without_host_callback() -> Iterator[None]:
     trajectory ("the state became non-finite"). Equinox traces a check through one jitted function,
     `branched_error_if_impl_jit`, which reads the mode: it is replaced, for this trace only and under a lock, by the
     same check traced inline in the NaN mode, so that nothing of the NaN mode is cached for anyone else's checks and
-    a check that names its mode keeps it. If Equinox renames these, nothing changes but the caching
-    (tests/test_engine_generic.py checks that the solve holds no host callback).
+    a check that names its mode keeps it (another thread tracing an Equinox check during that trace would get the
+    NaN mode too: the lock serialises flowsim's solves only). If Equinox renames these, nothing changes but the
+    caching (tests/test_engine_generic.py checks that the solve holds no host callback).
     """
     errors = equinox._errors
     check, jitted = getattr(errors, "branched_error_if_impl", None), getattr(errors, "branched_error_if_impl_jit", None)
