@@ -46,6 +46,9 @@ def parse_args():
     parser.add_argument("--trees", nargs=2, metavar=("BEFORE", "AFTER"), help="two checkouts to compare")
     parser.add_argument("--rounds", type=int, default=2, help="alternations of the two trees")
     args = parser.parse_args()
+    for tree in args.trees or ():
+        if not os.path.isfile(os.path.join(tree, "flowsim", "__init__.py")):
+            parser.error(f"--trees: {tree!r} is not a checkout of flowsim (no flowsim/__init__.py there)")
     if args.quick:
         args.steps = 50
     return args
