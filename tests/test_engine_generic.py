@@ -7,7 +7,6 @@ A + noise / sqrt(batch) (a symmetric Gaussian matrix), an unbiased gradient.
 """
 
 import ast
-import importlib
 from pathlib import Path
 from types import SimpleNamespace
 from typing import ClassVar
@@ -21,6 +20,7 @@ import pytest
 import flowsim
 from flowsim._checks import POSITIVE
 from flowsim._task import AbstractTask, Parameter, task_vector_field
+from flowsim.integrate import _solve
 from flowsim.rosenbrock import Rodas5
 
 A = np.array([3.0, 2.0, 1.0])
@@ -90,12 +90,11 @@ def test_flow_matches_the_closed_form():
 def test_a_solve_holds_no_host_callback(solver, steady_state_tol):
     """JAX's persistent compilation cache keeps no program holding a host callback: a solve holding one would be
     compiled again by every process (every command, test worker and notebook kernel). Traced, not compiled."""
-    engine = importlib.import_module("flowsim.integrate")  # the module (flowsim.integrate is also a function)
     ts = jnp.linspace(0.0, 1.0, 3)
     controller = diffrax.PIDController(rtol=1e-8, atol=1e-10)
     meter = diffrax.NoProgressMeter()
     options = (TASK, solver, controller, 100, steady_state_tol, meter)
-    jaxpr = jax.make_jaxpr(lambda y0: engine._solve(task_vector_field, y0, ts, ts[::2], *options))(jnp.asarray(Y0))
+    jaxpr = jax.make_jaxpr(lambda y0: _solve(task_vector_field, y0, ts, ts[::2], *options))(jnp.asarray(Y0))
     assert "callback" not in str(jaxpr)
 
 

@@ -274,15 +274,16 @@ def test_a_decaying_schedule_makes_the_explicit_estimate_the_integral_of_the_rad
     route, a constant-lam task; to 1e-9 relative), about a third of the estimate from t = 0 alone (8 700 against
     24 300 here; 9 800 against 39 000 from 30 other sphere starts, where the estimate at t = 0 chose Rodas5), and
     the rule takes Tsit5, which solves that flow from those starts in 12 955 steps (measured)."""
-    from flowsim.integrate import _SCHEDULE_FRACTIONS
+    from flowsim.integrate import _SCHEDULE_FRACTIONS, EXPLICIT_STABILITY
 
     task = slr.Problem(80, 10, schedules.InverseTimeDecay(2.0, 1e-4, 1e-3), eps=0.1)
     m0 = np.asarray(slr.initial_overlaps(key, 80, 30, "sphere"))
     times = 200.0 * _SCHEDULE_FRACTIONS
-    radii = [3.5 * explicit_steps(slr.Problem(80, 10, float(task.lam_at(t)), eps=0.1), m0, 1.0) for t in times]
+    constant = [slr.Problem(80, 10, float(task.lam_at(t)), eps=0.1) for t in times]
+    radii = [EXPLICIT_STABILITY * explicit_steps(problem, m0, 1.0) for problem in constant]
     estimate = explicit_steps(task, m0, 200.0)
-    np.testing.assert_allclose(estimate, np.trapezoid(radii, times) / 3.5, rtol=1e-9)
-    assert 8_000 < estimate < 0.4 * radii[0] * 200.0 / 3.5, (estimate, radii[0])
+    np.testing.assert_allclose(estimate, np.trapezoid(radii, times) / EXPLICIT_STABILITY, rtol=1e-9)
+    assert 8_000 < estimate < 0.4 * radii[0] * 200.0 / EXPLICIT_STABILITY, (estimate, radii[0])
     assert isinstance(choose_solver(task, m0, 200.0)[0], diffrax.Tsit5)
 
 
