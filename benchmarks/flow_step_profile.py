@@ -1,0 +1,112 @@
+"""Where a step of the batched stiff flow goes: the field, its Jacobian, the 5 x 5 inverse, a Rodas5 step.
+
+Single-location regression at d = 400, L = 10, lam = 0.1 (the throughput benchmark's flow), B sphere
+starts. Each part is vmapped over the batch and jitted alone, as the solve computes it; timed as the
+fastest of `--repeats` calls after a compiling one, in ns per trajectory:
+
+- field: `task_vector_field` (one evaluation);
+- jacobian: `jax.jacfwd` of the field (the generated Jacobian, through the field's JVP);
+- inverse: `flowsim.rosenbrock._inverse` of I / (gamma h) - J;
+- step (looped) / step (unrolled): one `Rodas5.step`, its eight stages in a compiled loop (as flowsim
+  solves) or unrolled;
+- solve, per step: `diffeqsolve` with Rodas5 and a constant step (`--steps` steps), the loop's own
+  work (saving, selecting) included.
+
+Usage: python benchmarks/flow_step_profile.py [--batches 10000,1000000] [--repeats 3]
+"""
+
+import argparse
+import os
+import time
+
+import diffrax
+import jax
+import jax.numpy as jnp
+from sgd_cost import machine  # a sibling script: run this one as python benchmarks/flow_step_profile.py
+
+from flowsim import slr
+from flowsim._task import task_vector_field
+from flowsim.rosenbrock import Rodas5, _inverse, _Tableau
+
+
+class _UnrolledRodas5(Rodas5):
+    """Rodas5 with its stages unrolled (a larger program, no inner loop)."""
+
+    tableau = _Tableau(*Rodas5.tableau[:-1], loop=False)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=str, default="10000,1000000")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=50, help="constant steps of the timed solve")
+    args = parser.parse_args()
+    args.batches = [int(float(b)) for b in args.batches.split(",")]
+    return args
+
+
+def fastest(function, *arguments, repeats):
+    """(compile seconds, fastest call seconds) of a jitted function."""
+    jitted = jax.jit(function)
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        jax.block_until_ready(jitted(*arguments))
+        times.append(time.perf_counter() - start)
+    return times[0] - min(times[1:]), min(times[1:])
+
+
+def parts(problem, steps):
+    term = diffrax.ODETerm(task_vector_field)
+    h = 0.05
+
+    def field(y):
+        return jax.vmap(lambda y: task_vector_field(0.0, y, problem))(y)
+
+    def jacobian(y):
+        return jax.vmap(jax.jacfwd(lambda y: task_vector_field(0.0, y, problem)))(y)
+
+    def inverse(y):
+        return jax.vmap(lambda y: _inverse(jnp.eye(5) / (0.19 * h) - jnp.outer(y, y)))(y)
+
+    def step(solver):
+        def one(y):
+            state = solver.init(term, 0.0, h, y, problem)
+            return solver.step(term, 0.0, h, y, problem, state, made_jump=False)[0]
+
+        return lambda y: jax.vmap(one)(y)
+
+    def solve(y):
+        def one(y):
+            return diffrax.diffeqsolve(
+                term, Rodas5(), 0.0, h * steps, h, y, args=problem, max_steps=steps + 1, throw=False
+            ).ys
+
+        return jax.vmap(one)(y)
+
+    return {
+        "field": (field, 1),
+        "jacobian": (jacobian, 1),
+        "inverse": (inverse, 1),
+        "step (looped)": (step(Rodas5()), 1),
+        "step (unrolled)": (step(_UnrolledRodas5()), 1),
+        "solve, per step": (solve, steps),
+    }
+
+
+def main():
+    args = parse_args()
+    problem = slr.Problem(d=400, L=10, lam=0.1)
+    print(f"# flow step profile: {machine()}; load average {os.getloadavg()[0]:.2f}")
+    header = f"{'B':>8} {'part':<16} {'ns/trajectory':>14} {'ms/call':>9} {'compile s':>9}"
+    print(header)
+    print("-" * len(header))
+    for batch in args.batches:
+        y0 = slr.initial_overlaps(jax.random.key(0), 400, batch)
+        for name, (function, per) in parts(problem, args.steps).items():
+            compile_s, best = fastest(function, y0, repeats=args.repeats)
+            print(f"{batch:>8} {name:<16} {best / per / batch * 1e9:>14.2f} {best * 1e3:>9.2f} {compile_s:>9.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
