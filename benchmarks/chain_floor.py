@@ -105,7 +105,7 @@ def row(problem, seeds, args):
     results = {"chain": timed(chain, args.repeats)}
     for what, draw in floors.items():
         run = _summed_draws(draw, args.steps)
-        results[what] = timed(lambda: jax.block_until_ready(run(data_keys)), args.repeats)
+        results[what] = timed(lambda run=run: jax.block_until_ready(run(data_keys)), args.repeats)
     return results
 
 

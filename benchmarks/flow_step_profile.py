@@ -105,7 +105,10 @@ def main():
         y0 = slr.initial_overlaps(jax.random.key(0), 400, batch)
         for name, (function, per) in parts(problem, args.steps).items():
             compile_s, best = fastest(function, y0, repeats=args.repeats)
-            print(f"{batch:>8} {name:<16} {best / per / batch * 1e9:>14.2f} {best * 1e3:>9.2f} {compile_s:>9.1f}", flush=True)
+            print(
+                f"{batch:>8} {name:<16} {best / per / batch * 1e9:>14.2f} {best * 1e3:>9.2f} {compile_s:>9.1f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
