@@ -12,7 +12,12 @@ fastest of `--repeats` calls after a compiling one, in ns per trajectory:
 - solve, per step: `diffeqsolve` with Rodas5 and a constant step (`--steps` steps), the loop's own
   work (saving, selecting) included.
 
-Usage: python benchmarks/flow_step_profile.py [--batches 10000,1000000] [--repeats 3]
+With `--adaptive`, instead: the whole solve to t = 100 as flowsim runs it (Rodas5, PID control at
+rtol 1e-8, saved at 11 times), per trajectory and loop iteration (the slowest trajectory's steps),
+with the task's parameters traced (as `flowsim.integrate` passes them: one program for every value)
+and as compile-time constants.
+
+Usage: python benchmarks/flow_step_profile.py [--batches 10000,1000000] [--repeats 3] [--adaptive]
 """
 
 import argparse
@@ -26,6 +31,7 @@ from sgd_cost import machine  # a sibling script: run this one as python benchma
 
 from flowsim import slr
 from flowsim._task import task_vector_field
+from flowsim.integrate import traced
 from flowsim.rosenbrock import Rodas5, _inverse, _Tableau
 
 
@@ -40,20 +46,21 @@ def parse_args():
     parser.add_argument("--batches", type=str, default="10000,1000000")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=50, help="constant steps of the timed solve")
+    parser.add_argument("--adaptive", action="store_true", help="time the adaptive solve, parameters traced or not")
     args = parser.parse_args()
     args.batches = [int(float(b)) for b in args.batches.split(",")]
     return args
 
 
 def fastest(function, *arguments, repeats):
-    """(compile seconds, fastest call seconds) of a jitted function."""
+    """(compile seconds, fastest call seconds, the last call's result) of a jitted function."""
     jitted = jax.jit(function)
     times = []
     for _ in range(repeats + 1):
         start = time.perf_counter()
-        jax.block_until_ready(jitted(*arguments))
+        result = jax.block_until_ready(jitted(*arguments))
         times.append(time.perf_counter() - start)
-    return times[0] - min(times[1:]), min(times[1:])
+    return times[0] - min(times[1:]), min(times[1:]), result
 
 
 def parts(problem, steps):
@@ -94,19 +101,56 @@ def parts(problem, steps):
     }
 
 
+def adaptive_solve(y, task):
+    """The adaptive solve to t = 100 as flowsim runs it: (saved states, steps of each trajectory)."""
+    ts = jnp.linspace(0.0, 100.0, 11)
+
+    def one(y):
+        solution = diffrax.diffeqsolve(
+            diffrax.ODETerm(task_vector_field),
+            Rodas5(),
+            0.0,
+            100.0,
+            None,
+            y,
+            args=task,
+            saveat=diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True)]),
+            stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10),
+            max_steps=100_000,
+            throw=False,
+        )
+        return solution.ys, solution.stats["num_steps"]
+
+    return jax.vmap(one)(y)
+
+
 def main():
     args = parse_args()
     problem = slr.Problem(d=400, L=10, lam=0.1)
     print(f"# flow step profile: {machine()}; load average {os.getloadavg()[0]:.2f}")
-    header = f"{'B':>8} {'part':<16} {'ns/trajectory':>14} {'ms/call':>9} {'compile s':>9}"
+    header = f"{'B':>8} {'part':<20} {'ns/trajectory':>14} {'ms/call':>9} {'compile s':>9}"
     print(header)
     print("-" * len(header))
     for batch in args.batches:
         y0 = slr.initial_overlaps(jax.random.key(0), 400, batch)
+        if args.adaptive:
+            # Traced: the task a jitted argument, as flowsim's solves take it; constants: closed over.
+            for name, function, arguments in (
+                ("traced", adaptive_solve, (y0, traced(problem))),
+                ("constants", lambda y: adaptive_solve(y, problem), (y0,)),
+            ):
+                compile_s, best, (_, steps) = fastest(function, *arguments, repeats=args.repeats)
+                steps = int(steps.max())
+                print(
+                    f"{batch:>8} {'adaptive, ' + name:<20} {best / steps / batch * 1e9:>14.2f} {best * 1e3:>9.2f} "
+                    f"{compile_s:>9.1f}   ({steps} iterations)",
+                    flush=True,
+                )
+            continue
         for name, (function, per) in parts(problem, args.steps).items():
-            compile_s, best = fastest(function, y0, repeats=args.repeats)
+            compile_s, best, _ = fastest(function, y0, repeats=args.repeats)
             print(
-                f"{batch:>8} {name:<16} {best / per / batch * 1e9:>14.2f} {best * 1e3:>9.2f} {compile_s:>9.1f}",
+                f"{batch:>8} {name:<20} {best / per / batch * 1e9:>14.2f} {best * 1e3:>9.2f} {compile_s:>9.1f}",
                 flush=True,
             )
 
