@@ -78,7 +78,10 @@ def zeta(a, b):
     """
     a, b = _as_float(a, b)
     q = 1 + 2 * b**2
-    return 1 - 8 * owens_t(jnp.sqrt(2.0) * a / jnp.sqrt(q), 1 / jnp.sqrt(1 + 4 * b**2))
+    # T's second argument 1 / sqrt(1 + 4 b^2) lies in (0, 1]: the quadrature alone, without `owens_t`'s branch for
+    # arguments above 1. Where b is a traced parameter and a batched, XLA cannot prove that branch dead and would
+    # compute it for every element (two more quadratures and normal CDFs: the flow's field 1.6 times slower).
+    return 1 - 8 * _owens_t_small_a(jnp.sqrt(2.0) * a / jnp.sqrt(q), 1 / jnp.sqrt(1 + 4 * b**2))
 
 
 @zeta.defjvp
