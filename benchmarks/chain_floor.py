@@ -46,9 +46,14 @@ def parse_args():
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.steps, args.repeats = "4", 2000, 1
-    args.seeds = [int(s) for s in args.seeds.split(",")]
-    if args.steps % PAPER["log_every"]:
-        raise SystemExit(f"--steps must be a multiple of {PAPER['log_every']}, got {args.steps}")
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds must be comma-separated integers >= 1, got {args.seeds!r}")
+    if min(args.seeds) < 1:
+        parser.error(f"--seeds must be comma-separated integers >= 1, got {args.seeds}")
+    if args.steps < PAPER["log_every"] or args.steps % PAPER["log_every"]:
+        parser.error(f"--steps must be a positive multiple of {PAPER['log_every']}, got {args.steps}")
     return args
 
 

@@ -48,7 +48,12 @@ def parse_args():
     parser.add_argument("--steps", type=int, default=50, help="constant steps of the timed solve")
     parser.add_argument("--adaptive", action="store_true", help="time the adaptive solve, parameters traced or not")
     args = parser.parse_args()
-    args.batches = [int(float(b)) for b in args.batches.split(",")]
+    try:
+        args.batches = [int(float(b)) for b in args.batches.split(",")]
+    except ValueError:
+        parser.error(f"--batches must be comma-separated integers >= 1, got {args.batches!r}")
+    if min(args.batches) < 1 or args.steps < 1 or args.repeats < 1:
+        parser.error("--batches, --steps and --repeats must be >= 1")
     return args
 
 
