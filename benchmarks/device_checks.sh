@@ -9,17 +9,20 @@
 # 2. the batched 5-D flow at B = 10^6, d = 400, to t = 100 (benchmarks/flow_throughput.py);
 # 3. online SGD against drawing its samples, float64 and float32 (benchmarks/sgd_cost.py);
 # 4. the reproduction's SGD chain against its random numbers' floor (benchmarks/chain_floor.py);
-# 5. `flowsim reproduce` twice, with an empty compilation cache and then with the first run's.
+# 5. `flowsim reproduce` twice, with an empty compilation cache and then with the first run's;
+# 6. where a stiff step's time goes at B = 10^4 ... 10^6, and the bare adaptive solve at B = 10^6
+#    (benchmarks/flow_step_profile.py).
 #
-# Usage: OUT=folder [PARTS="sweep flow sgd chain reproduce"] [SWEEP_SECONDS=260 SWEEP_TS="16 64" SEEDS=20
-#        BUDGETS=1000,4000] [FLOW_BATCHES=10000,1000000 CHAIN_ARGS=--quick REPRODUCE_ARGS=--quick] bash benchmarks/device_checks.sh
+# Usage: OUT=folder [PARTS="sweep flow sgd chain reproduce profile"] [SWEEP_SECONDS=260 SWEEP_TS="16 64" SEEDS=20
+#        BUDGETS=1000,4000] [FLOW_BATCHES=10000,1000000 CHAIN_ARGS=--quick REPRODUCE_ARGS=--quick
+#        PROFILE_BATCHES=10000,1000000] bash benchmarks/device_checks.sh
 #        (writes sweep.tgz and *.txt into OUT)
 set -u
 out=${OUT:-/tmp/device-checks}
 sweep_seconds=${SWEEP_SECONDS:-260}
 sweep_Ts=${SWEEP_TS:-16 32 64 100 128 200 256 400 512 800 1024 2048 4096}
 seeds=${SEEDS:-20}
-parts=" ${PARTS:-sweep flow sgd chain reproduce} "
+parts=" ${PARTS:-sweep flow sgd chain reproduce profile} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 mkdir -p "$out"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -80,5 +83,12 @@ if part reproduce; then
         echo "reproduce $run: exit $rc, $(( ($(date +%s%N) - start) / 1000000 )) ms" >>"$out/reproduce_$run.txt"
         tail -n 25 "$out/reproduce_$run.txt"
     done
+fi
+if part profile; then
+    stamp "6. a stiff step's parts, then the bare adaptive solve"
+    batches=${PROFILE_BATCHES:-10000,100000,1000000}
+    timeout -k 10 150 $py benchmarks/flow_step_profile.py --batches "$batches" 2>&1 | tee "$out/profile.txt"
+    timeout -k 10 150 $py benchmarks/flow_step_profile.py --batches "${batches##*,}" --repeats 1 --adaptive 2>&1 |
+        tee "$out/adaptive.txt"
 fi
 stamp done
