@@ -17,6 +17,13 @@ def test_owens_t_matches_scipy():
     assert np.abs(np.asarray(owens_t(h, a)) - special.owens_t(h, a)).max() <= 1e-12
 
 
+def test_the_quadrature_of_t_is_exact_to_rounding_where_zeta_uses_it():
+    """zeta's T(h, a) has a = 1 / sqrt(1 + 4 b^2) in (0, 1]: there the Gauss-Legendre rule alone is within
+    1e-15 of scipy over h in [-40, 40] (measured 7e-17, rounding; 10 nodes would give 1.2e-14 and fail)."""
+    h, a = np.meshgrid(np.linspace(-40, 40, 801), np.linspace(0.0, 1.0, 101))
+    assert np.abs(np.asarray(owens_t(h, a)) - special.owens_t(h, a)).max() <= 1e-15
+
+
 def test_owens_t_dtype_and_broadcast():
     value = owens_t(jnp.ones((3, 1)), jnp.linspace(0, 1, 4))
     assert value.shape == (3, 4) and value.dtype == jnp.float64
