@@ -21,19 +21,16 @@ Usage: python benchmarks/chain_floor.py [--quick] [--seeds 30,3000] [--steps 200
 """
 
 import argparse
-import math
 import os
 
 import jax
 import jax.numpy as jnp
-from sgd_cost import machine, timed  # a sibling script: run this one as python benchmarks/chain_floor.py
+from overlap_sgd import PAPER, paper_problem  # sibling scripts: run this one as python benchmarks/chain_floor.py
+from sgd_cost import machine, timed
 
 from flowsim import slr
-from flowsim.schedules import InverseTimeDecay
 from flowsim.sgd import _chunk_size
 from flowsim.tasks.slr._overlap_sgd import draws_per_step
-
-PAPER = dict(d=80, L=10, batch=5, lr=1e-3, lam0=2.0, rate=1e-4, eps=0.1, log_every=1000)
 
 
 def parse_args():
@@ -55,11 +52,6 @@ def parse_args():
     if args.steps < PAPER["log_every"] or args.steps % PAPER["log_every"]:
         parser.error(f"--steps must be a positive multiple of {PAPER['log_every']}, got {args.steps}")
     return args
-
-
-def paper_problem():
-    lam = InverseTimeDecay(PAPER["lam0"], PAPER["rate"], PAPER["lr"])
-    return slr.Problem(PAPER["d"], PAPER["L"], lam, math.sqrt(0.5), PAPER["eps"])
 
 
 def _summed_draws(draw, steps):

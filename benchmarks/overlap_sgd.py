@@ -48,12 +48,17 @@ def parse_args():
     return args
 
 
-def _paper_run(engine, steps, seed):
+def paper_problem():
+    """The paper's SGD problem: d = 80, L = 10, eps = 0.1, gamma = sqrt(1/2), lam = 2 / (1 + 1e-4 step)."""
     p = PAPER
     lam = InverseTimeDecay(p["lam0"], p["rate"], p["lr"])  # the schedule is part of the problem
-    problem = slr.Problem(p["d"], p["L"], lam, math.sqrt(0.5), p["eps"])
+    return slr.Problem(p["d"], p["L"], lam, math.sqrt(0.5), p["eps"])
+
+
+def _paper_run(engine, steps, seed):
+    p = PAPER
     run = slr.run_sgd(
-        problem,
+        paper_problem(),
         jax.random.key(seed),
         lr=p["lr"],
         steps=steps,
