@@ -26,7 +26,7 @@ import os
 import jax
 import jax.numpy as jnp
 from overlap_sgd import PAPER, paper_problem  # sibling scripts: run this one as python benchmarks/chain_floor.py
-from sgd_cost import machine, timed
+from sgd_cost import counts, machine, timed
 
 from flowsim import slr
 from flowsim.sgd import _chunk_size
@@ -36,19 +36,13 @@ from flowsim.tasks.slr._overlap_sgd import draws_per_step
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small runs, a smoke test")
-    parser.add_argument("--seeds", type=str, default="30,3000", help="comma-separated seed counts")
+    parser.add_argument("--seeds", type=counts, default="30,3000", help="comma-separated seed counts")
     parser.add_argument("--steps", type=int, default=20_000, help="steps timed (a multiple of 1000)")
     parser.add_argument("--repeats", type=int, default=2, help="timed calls after the compiling one (fastest kept)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.quick:
-        args.seeds, args.steps, args.repeats = "4", 2000, 1
-    try:
-        args.seeds = [int(s) for s in args.seeds.split(",")]
-    except ValueError:
-        parser.error(f"--seeds must be comma-separated integers >= 1, got {args.seeds!r}")
-    if min(args.seeds) < 1:
-        parser.error(f"--seeds must be comma-separated integers >= 1, got {args.seeds}")
+        args.seeds, args.steps, args.repeats = [4], 2000, 1
     if args.steps < PAPER["log_every"] or args.steps % PAPER["log_every"]:
         parser.error(f"--steps must be a positive multiple of {PAPER['log_every']}, got {args.steps}")
     return args

@@ -27,7 +27,7 @@ import time
 import diffrax
 import jax
 import jax.numpy as jnp
-from sgd_cost import machine  # a sibling script: run this one as python benchmarks/flow_step_profile.py
+from sgd_cost import counts, machine  # a sibling script: run this one as python benchmarks/flow_step_profile.py
 
 from flowsim import slr
 from flowsim._task import task_vector_field
@@ -43,17 +43,13 @@ class _UnrolledRodas5(Rodas5):
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=str, default="10000,1000000")
+    parser.add_argument("--batches", type=counts, default="10000,1000000")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=50, help="constant steps of the timed solve")
     parser.add_argument("--adaptive", action="store_true", help="time the adaptive solve, parameters traced or not")
     args = parser.parse_args()
-    try:
-        args.batches = [int(float(b)) for b in args.batches.split(",")]
-    except ValueError:
-        parser.error(f"--batches must be comma-separated integers >= 1, got {args.batches!r}")
-    if min(args.batches) < 1 or args.steps < 1 or args.repeats < 1:
-        parser.error("--batches, --steps and --repeats must be >= 1")
+    if args.steps < 1 or args.repeats < 1:
+        parser.error("--steps and --repeats must be >= 1")
     return args
 
 

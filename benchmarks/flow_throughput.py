@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy
 import scipy.integrate
+from sgd_cost import counts  # a sibling script: run this one as python benchmarks/flow_throughput.py
 
 from flowsim import slr
 from flowsim.integrate import Rodas5, Rosenbrock4, choose_solver
@@ -56,7 +57,7 @@ def parse_args():
     parser.add_argument("--L", type=int, default=10)
     parser.add_argument("--lam", type=float, default=0.1)
     parser.add_argument("--t1", type=float, default=100.0)
-    parser.add_argument("--batches", type=str, default="1000,10000")
+    parser.add_argument("--batches", type=counts, default="1000,10000")
     parser.add_argument(
         "--solvers", type=str, default="auto,tsit5,rodas5,rosenbrock4", help="of auto, tsit5, rodas5, rosenbrock4"
     )
@@ -65,8 +66,7 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.quick:
-        args.batches, args.ivp_trajectories, args.t1 = "10,100", 2, 20.0
-    args.batches = [int(float(b)) for b in args.batches.split(",")]
+        args.batches, args.ivp_trajectories, args.t1 = [10, 100], 2, 20.0
     args.solvers = args.solvers.split(",")
     return args
 

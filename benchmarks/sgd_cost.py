@@ -79,6 +79,17 @@ def _draw_only(problem, seed_keys, steps, batch, dtype):
     return jax.vmap(one_seed)(seed_keys)
 
 
+def counts(text: str) -> list[int]:
+    """An argparse type: comma-separated counts ("30,3000", "1e4,1e6"), each an integer >= 1."""
+    try:
+        values = [float(item) for item in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 or v != int(v) for v in values):
+        raise argparse.ArgumentTypeError(f"comma-separated integers >= 1 expected, got {text!r}")
+    return [int(v) for v in values]
+
+
 def timed(function, repeats):
     """(first call's wall time, fastest of `repeats` further calls)."""
     times = []
