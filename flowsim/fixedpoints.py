@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
+from flowsim._compile import filter_jit
 from flowsim._task import (
     canonical,
     distance_to_targets,
@@ -73,7 +74,7 @@ def classify(eigenvalues, band: float) -> str:
     return "saddle"
 
 
-@eqx.filter_jit
+@filter_jit
 def newton_polish(field, starts, args, t, rtol=1e-13, atol=1e-13, max_steps=64):
     """Newton's method (optimistix) on field(t, y, args) = 0 from each row of `starts`.
 

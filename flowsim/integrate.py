@@ -21,6 +21,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from flowsim import _status
 from flowsim._checks import InvalidInput
+from flowsim._compile import filter_jit
 from flowsim._interrupt import Interrupted, checking_enabled, ctrl_c_stops, run_interruptibly
 from flowsim._memory import Need, check_fits
 from flowsim._status import Failure, Status
@@ -58,7 +59,7 @@ def traced(tree):
     return jax.tree.map(lambda x: jnp.asarray(x) if isinstance(x, int | float) and not isinstance(x, bool) else x, tree)
 
 
-@eqx.filter_jit
+@filter_jit
 def _evaluate(function, arguments):
     return function(*arguments)
 
@@ -217,7 +218,7 @@ def integrate(
     return solved
 
 
-@eqx.filter_jit
+@filter_jit
 def _observe_all(observe, ts, ys, args):
     return jax.vmap(jax.vmap(observe, (0, 0, None)), (None, 0, None))(ts, ys, args)
 
@@ -354,7 +355,7 @@ def _checks_without_host_callback() -> Iterator[None]:
             errors.branched_error_if_impl_jit = jitted
 
 
-@eqx.filter_jit
+@filter_jit
 def _solve(field, y0, ts, window, args, solver, controller, max_steps, steady_state_tol, progress_meter, sharded=False):
     """Every row of y0 from window[0] to window[1], saved at ts clipped to the window (the times outside it are
     not the solution's; a window (ts[0], ts[-1]) saves at ts)."""

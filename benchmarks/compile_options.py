@@ -1,0 +1,104 @@
+"""The solves' XLA compiler options (`flowsim._compile`) against XLA's defaults: compile and run seconds.
+
+Each workload runs in a new process with an empty compilation cache, once with flowsim's options and once
+with none (`flowsim._compile.PREFERRED_OPTIONS` emptied before anything compiles), alternating, `--rounds`
+times; a process times its workload's first call (tracing, compiling and running) and the fastest of two
+later calls (running). The workloads are the programs that carry the options:
+
+- flow: `slr.solve_flow` at d = 400, L = 10, lam = 0.1 from 1 000 sphere starts to t = 100 (Rodas5);
+- fixed_points: `flowsim.fixed_points` of that problem from 256 sphere starts (Newton by optimistix).
+
+(The SGD chains and the sparse task's training keep XLA's defaults: measured with the options, the chain
+compiled 0.7-1.1 s slower and ran no faster, the training neither; BENCHMARKS.md, "XLA's fusion emitters".)
+
+Usage: python benchmarks/compile_options.py [--rounds 2] [--workloads flow,fixed_points]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+SETUP = {
+    "flow": """
+        from flowsim import slr
+        problem = slr.Problem(d=400, L=10, lam=0.1)
+        m0 = slr.initial_overlaps(jax.random.key(0), problem.d, 1000, "sphere")
+        ts = np.linspace(0.0, 100.0, 3)
+        def work():
+            solved = slr.solve_flow(problem, m0, ts, rtol=1e-8)
+            assert bool(np.asarray(solved.ok).all())
+            jax.block_until_ready(solved.ys)
+    """,
+    "fixed_points": """
+        import flowsim
+        from flowsim import slr
+        problem = slr.Problem(d=400, L=10, lam=0.1)
+        starts = slr.initial_overlaps(jax.random.key(0), problem.d, 256, "sphere")
+        def work():
+            assert flowsim.fixed_points(problem, starts)
+    """,
+}
+
+CHILD = """
+import json, sys, time
+sys.path.insert(0, {here!r})
+import jax
+import numpy as np
+import flowsim._compile
+if {defaults!r}:
+    flowsim._compile.PREFERRED_OPTIONS = {{}}
+{setup}
+began = time.perf_counter(); work(); first = time.perf_counter() - began
+runs = []
+for _ in range(2):
+    began = time.perf_counter(); work(); runs.append(time.perf_counter() - began)
+print(json.dumps({{"first": first, "run": min(runs), "options": flowsim._compile.compiler_options()}}))
+"""
+
+
+def measure(workload: str, defaults: bool) -> dict:
+    """One new process: the workload's first call and its fastest later call, in seconds."""
+    code = CHILD.format(here=str(HERE), defaults=defaults, setup=textwrap.dedent(SETUP[workload]))
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+        env.pop("XLA_FLAGS", None)  # one CPU device, whatever the caller's split
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{workload} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2, help="alternated pairs of processes per workload")
+    parser.add_argument("--workloads", default=",".join(SETUP), help=f"comma-separated, of {', '.join(SETUP)}")
+    args = parser.parse_args()
+    workloads = args.workloads.split(",")
+    unknown = sorted(set(workloads) - set(SETUP))
+    if unknown or args.rounds < 1:
+        parser.error(f"--workloads takes {', '.join(SETUP)} (got {', '.join(unknown)}); --rounds >= 1")
+    print(f"# compile options: {os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.2f}")
+    print("workload | options | first call s (each round) | compile s (first - run) | run s (each round)")
+    for workload in workloads:
+        rows = {True: [], False: []}
+        for _ in range(args.rounds):
+            for defaults in (True, False):
+                rows[defaults].append(measure(workload, defaults))
+        for defaults, results in rows.items():
+            name = "XLA defaults" if defaults else json.dumps(results[0]["options"])
+            firsts = " / ".join(f"{r['first']:.2f}" for r in results)
+            compiles = " / ".join(f"{r['first'] - r['run']:.2f}" for r in results)
+            runs = " / ".join(f"{r['run']:.3f}" for r in results)
+            print(f"{workload} | {name} | {firsts} | {compiles} | {runs}", flush=True)
+    print(f"# load average at end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

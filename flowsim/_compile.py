@@ -1,0 +1,83 @@
+"""`filter_jit` with the XLA options that suit the engine's solves and Newton iterations.
+
+XLA's CPU compiler emits fused loops by its MLIR fusion emitters unless told otherwise; for the programs that
+evaluate a task's generated equations (thousands of scalar operations) inside solver loops, its older LLVM
+emitters compile about 1.4x faster and run about 1.2-1.3x faster (BENCHMARKS.md, "XLA's fusion emitters").
+The SGD chains, the trainings and the samplers gain nothing from them (measured) and keep XLA's defaults, as
+does a user's own code: the options are given to those programs, not to the process (XLA_FLAGS). The option
+only concerns the CPU compiler: a GPU's ignores it.
+
+The options are settled at the first compilation, not at import: testing that this XLA knows them compiles
+a program, which starts JAX's backends, and the command line must be able to split the host CPU into
+devices before that (`flowsim.devices.use_host_cores`). JAX takes compiler options only for a program of
+its own: called inside another jitted function (whose program it joins), a function is jitted without them.
+"""
+
+import functools
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+from jax._src import core as _jax_core
+
+#: The options flowsim prefers, where the installed XLA knows them (an XLA that does not know an option
+#: refuses to compile with it; one that predates the fusion emitters has only the LLVM ones).
+PREFERRED_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+@functools.cache
+def compiler_options() -> dict[str, object]:
+    """The preferred options this XLA knows (each tried once, on a one-operation program).
+
+    **Returns:** a dict of XLA debug options for `jax.jit(compiler_options=...)`.
+    """
+    known = {}
+    for name, value in PREFERRED_OPTIONS.items():
+        try:
+            jax.jit(lambda x: x + 1, compiler_options={name: value}).lower(1.0).compile()
+        except jax.errors.JaxRuntimeError as error:
+            if "No such compile option" not in str(error):
+                raise
+        else:
+            known[name] = value
+    return known
+
+
+def _at_top_level() -> bool:
+    """Whether a jitted call now compiles a program of its own (no enclosing jit, vmap or grad is tracing).
+
+    JAX has no public test of it; where its private one is missing, the answer is no (XLA's defaults)."""
+    trace_state_clean = getattr(_jax_core, "trace_state_clean", None)
+    return trace_state_clean is not None and trace_state_clean()
+
+
+class _Compiled:
+    """`fun` jitted by `make`: with `compiler_options()` at the top level, without them inside a trace."""
+
+    def __init__(self, make: Callable, fun: Callable, kwargs: dict):
+        functools.update_wrapper(self, fun)
+        self._make, self._fun, self._kwargs = make, fun, kwargs
+        self._top_level = self._nested = None
+
+    def _get(self):
+        if not _at_top_level():
+            if self._nested is None:
+                self._nested = self._make(self._fun, **self._kwargs)
+            return self._nested
+        if self._top_level is None:
+            self._top_level = self._make(self._fun, compiler_options=compiler_options(), **self._kwargs)
+        return self._top_level
+
+    def __call__(self, *args, **kwargs):
+        return self._get()(*args, **kwargs)
+
+    def lower(self, *args, **kwargs):
+        """The jitted function's `lower` (for inspecting or timing a compilation)."""
+        return self._get().lower(*args, **kwargs)
+
+
+def filter_jit(fun: Callable | None = None, **kwargs):
+    """`equinox.filter_jit(fun, **kwargs)` with `compiler_options()`; usable as `@filter_jit`."""
+    if fun is None:
+        return functools.partial(filter_jit, **kwargs)
+    return _Compiled(eqx.filter_jit, fun, kwargs)
