@@ -23,6 +23,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from sgd_cost import machine  # sibling script: run this one as python benchmarks/compile_options.py
+
 HERE = Path(__file__).resolve().parent
 
 SETUP = {
@@ -84,7 +86,7 @@ def main():
     unknown = sorted(set(workloads) - set(SETUP))
     if unknown or args.rounds < 1:
         parser.error(f"--workloads takes {', '.join(SETUP)} (got {', '.join(unknown)}); --rounds >= 1")
-    print(f"# compile options: {os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.2f}")
+    print(f"# compile options: {machine()}; load average at start {os.getloadavg()[0]:.2f}")
     print("workload | options | first call s (each round) | compile s (first - run) | run s (each round)")
     for workload in workloads:
         rows = {True: [], False: []}

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from sgd_cost import counts, machine  # a sibling script: run this one as python benchmarks/flow_step_profile.py
 
 from flowsim import slr
+from flowsim._compile import filter_jit
 from flowsim._task import task_vector_field
 from flowsim.integrate import traced
 from flowsim.rosenbrock import Rodas5, _inverse, _Tableau
@@ -54,8 +55,11 @@ def parse_args():
 
 
 def fastest(function, *arguments, repeats):
-    """(compile seconds, fastest call seconds, the last call's result) of a jitted function."""
-    jitted = jax.jit(function)
+    """(compile seconds, fastest call seconds, the last call's result) of a jitted function.
+
+    Jitted as the engine's solves are (`flowsim._compile.filter_jit`: XLA's options for them), so that its parts
+    cost what they cost in `solve_flow`."""
+    jitted = filter_jit(function)
     times = []
     for _ in range(repeats + 1):
         start = time.perf_counter()

@@ -71,13 +71,7 @@ class _Compiled:
     def __call__(self, *args, **kwargs):
         return self._get()(*args, **kwargs)
 
-    def lower(self, *args, **kwargs):
-        """The jitted function's `lower` (for inspecting or timing a compilation)."""
-        return self._get().lower(*args, **kwargs)
 
-
-def filter_jit(fun: Callable | None = None, **kwargs):
+def filter_jit(fun: Callable, **kwargs):
     """`equinox.filter_jit(fun, **kwargs)` with `compiler_options()`; usable as `@filter_jit`."""
-    if fun is None:
-        return functools.partial(filter_jit, **kwargs)
     return _Compiled(eqx.filter_jit, fun, kwargs)

@@ -36,7 +36,7 @@ def test_a_top_level_call_compiles_with_the_options_and_a_nested_one_without(mon
         square(x)
 
 
-def test_filter_jit_takes_static_python_values_and_gives_jax_jits_numbers():
+def test_filter_jit_takes_static_python_values_and_gives_numpys_numbers():
     @_compile.filter_jit
     def scaled_sine(x, power):
         return jnp.sin(x) ** power
