@@ -1,4 +1,5 @@
-"""`filter_jit` with the XLA options that suit the engine's solves and Newton iterations.
+"""`filter_jit` with the XLA options that suit the engine's solves and Newton iterations, and
+`compiled_when_eager`, which compiles a task's methods when a user calls them outside any trace.
 
 XLA's CPU compiler emits fused loops by its MLIR fusion emitters unless told otherwise; for the programs that
 evaluate a task's generated equations (thousands of scalar operations) inside solver loops, its older LLVM
@@ -18,6 +19,7 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 from jax._src import core as _jax_core
 
 #: The options flowsim prefers, where the installed XLA knows them (an XLA that does not know an option
@@ -75,3 +77,35 @@ class _Compiled:
 def filter_jit(fun: Callable, **kwargs):
     """`equinox.filter_jit(fun, **kwargs)` with `compiler_options()`; usable as `@filter_jit`."""
     return _Compiled(eqx.filter_jit, fun, kwargs)
+
+
+def traced(tree):
+    """`tree` with its Python numbers as JAX arrays.
+
+    `eqx.filter_jit` treats Python floats as static, so a parameter such as lam
+    would recompile every jitted function for each new value; arrays are traced.
+    """
+    return jax.tree.map(lambda x: jnp.asarray(x) if isinstance(x, int | float) and not isinstance(x, bool) else x, tree)
+
+
+@filter_jit
+def compiled_call(function: Callable, arguments: tuple, keywords: dict):
+    """function(*arguments, **keywords) as one compiled program (per function, shapes and static values)."""
+    return function(*arguments, **keywords)
+
+
+def compiled_when_eager(function: Callable) -> Callable:
+    """`function` run as one compiled program when called outside any trace; traced as it is inside one.
+
+    For a task's methods that evaluate generated equations (thousands of operations): run eagerly, JAX
+    would dispatch, and compile, each operation on its own. Compiled once per function, shapes and static
+    arguments; Python numbers are traced (`traced`), so a new value of t or lam compiles nothing.
+    """
+
+    @functools.wraps(function)
+    def wrapper(*arguments, **keywords):
+        if not _at_top_level():
+            return function(*arguments, **keywords)
+        return compiled_call(function, traced(arguments), traced(keywords))
+
+    return wrapper

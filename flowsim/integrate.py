@@ -21,7 +21,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from flowsim import _status
 from flowsim._checks import InvalidInput
-from flowsim._compile import filter_jit
+from flowsim._compile import compiled_call, filter_jit, traced
 from flowsim._interrupt import Interrupted, checking_enabled, ctrl_c_stops, run_interruptibly
 from flowsim._memory import Need, check_fits
 from flowsim._status import Failure, Status
@@ -50,27 +50,13 @@ __all__ = [
 RTOL, ATOL = 1e-10, 1e-12
 
 
-def traced(tree):
-    """`tree` with its Python numbers as JAX arrays.
-
-    `eqx.filter_jit` treats Python floats as static, so a parameter such as lam
-    would recompile every jitted function for each new value; arrays are traced.
-    """
-    return jax.tree.map(lambda x: jnp.asarray(x) if isinstance(x, int | float) and not isinstance(x, bool) else x, tree)
-
-
-@filter_jit
-def _evaluate(function, arguments):
-    return function(*arguments)
-
-
 def evaluate(function: Callable, *arguments):
-    """function(*arguments), compiled once per function and shapes.
+    """function(*arguments), compiled once per function and shapes (Python numbers traced).
 
     The generated equations hold thousands of operations: run eagerly, each would be
     dispatched (and compiled) on its own.
     """
-    return _evaluate(function, traced(arguments))
+    return compiled_call(function, traced(arguments), {})
 
 
 class Trajectories(eqx.Module):

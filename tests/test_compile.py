@@ -1,4 +1,5 @@
-"""The solves' jit: top-level programs compiled with flowsim's XLA options, nested calls without them, same numbers."""
+"""The solves' jit: top-level programs compiled with flowsim's XLA options, nested calls without them, same numbers;
+a task's methods compiled when called eagerly, traced as they are inside a trace."""
 
 import jax
 import jax.numpy as jnp
@@ -45,3 +46,37 @@ def test_filter_jit_takes_static_python_values_and_gives_numpys_numbers():
     # XLA's two emitters may round differently: a few units in the last place.
     np.testing.assert_allclose(scaled_sine(x, 3), np.sin(np.asarray(x)) ** 3, rtol=1e-14, atol=1e-15)
     assert scaled_sine.__name__ == "scaled_sine"
+
+
+class _Decay:
+    """A task-like object whose method counts its traces (its Python body runs once per trace)."""
+
+    def __init__(self):
+        self.traces = 0
+
+    @_compile.compiled_when_eager
+    def field(self, t, y, rate):
+        self.traces += 1
+        return -rate * jnp.exp(-t) * y**3
+
+
+def test_a_method_called_eagerly_is_compiled_once_for_every_value_of_its_numbers():
+    """At the top level: one trace for two values of the Python numbers t and rate (traced, not static), the
+    numbers numpy's to roundoff; the same shapes reuse the program, a new shape compiles another."""
+    decay, y = _Decay(), np.linspace(-1.0, 1.0, 5)
+    for t, rate in ((0.0, 2.0), (0.5, 3.0)):
+        expected = -rate * np.exp(-t) * y**3
+        np.testing.assert_allclose(decay.field(t, y, rate=rate), expected, rtol=1e-15, atol=1e-16)
+    assert decay.traces == 1
+    decay.field(0.0, np.ones(3), rate=1.0)
+    assert decay.traces == 2
+
+
+def test_a_method_called_inside_a_trace_joins_it():
+    """Inside jax.jit, jax.vmap and jax.grad the method is the plain function, traced by the caller's trace."""
+    decay, y = _Decay(), jnp.linspace(-1.0, 1.0, 5)
+    np.testing.assert_allclose(jax.jit(lambda y: decay.field(0.0, y, 2.0))(y), -2.0 * y**3, rtol=1e-15)
+    np.testing.assert_allclose(jax.vmap(lambda y: decay.field(0.0, y, 2.0))(y), -2.0 * y**3, rtol=1e-15)
+    assert float(jax.grad(lambda y: decay.field(0.0, y, 2.0))(0.5)) == pytest.approx(-6.0 * 0.25, rel=1e-15)
+    assert decay.traces == 3
+    assert _Decay.field.__name__ == "field"

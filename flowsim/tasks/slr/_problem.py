@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowsim._checks import NON_NEGATIVE, POSITIVE, InvalidInput, at_least, check_choice, concrete, python_scalar
+from flowsim._compile import compiled_when_eager
 from flowsim._task import AbstractTask, Parameter
 from flowsim.quadrature import GaussianRule, default_rule
 from flowsim.rosenbrock import Rodas5
@@ -194,12 +195,14 @@ class Problem(_Parameters):
     panels: ClassVar = ("kappa", "nu", "distance to M")
     projection_pairs: ClassVar = (("kappa", "nu"), ("theta", "eta"), ("kappa", "rho"))
 
+    @compiled_when_eager
     def vector_field(self, t, y):
         """d/dt of the five overlaps under the projected gradient flow (docs/science.md section 5)."""
         if self.closed_form:
             return self._call(generated.flow, t, *jnp.moveaxis(y, -1, 0))
         return self._by_rule(rule_flow, t, y)
 
+    @compiled_when_eager
     def risk(self, t, y):
         """The full population risk E[(Y - T)^2] at overlaps y."""
         if self.closed_form:
@@ -221,11 +224,13 @@ class Problem(_Parameters):
         values = jax.lax.map(at, y.reshape(-1, 5), batch_size=_RULE_CHUNK)
         return values.reshape(*y.shape[:-1], *values.shape[1:])
 
+    @compiled_when_eager
     def jacobian(self, t, y):
         if self.closed_form:
             return self._call(generated.jacobian, t, *jnp.moveaxis(y, -1, 0))
         return self._by_rule(rule_jacobian, t, y)
 
+    @compiled_when_eager
     def discrete_map(self, t, y, alpha):
         """One step of projected gradient descent with renormalisation, exact on the overlaps.
 
@@ -308,15 +313,18 @@ class ProblemOnManifold(_Parameters):
     def _lifted(self, y):
         return jnp.concatenate([y, jnp.zeros((*y.shape[:-1], 3), y.dtype)], axis=-1)
 
+    @compiled_when_eager
     def vector_field(self, t, y):
         if self.closed_form:
             return self._call(generated.flow_on_manifold, t, *jnp.moveaxis(y, -1, 0))
         # M is invariant under every map's flow (measured: tests/test_maps.py), so its first two components are it.
         return self._full().vector_field(t, self._lifted(y))[..., :2]
 
+    @compiled_when_eager
     def risk(self, t, y):
         return self._full().risk(t, self._lifted(y))
 
+    @compiled_when_eager
     def jacobian(self, t, y):
         if self.closed_form:
             return self._call(generated.jacobian_on_manifold, t, *jnp.moveaxis(y, -1, 0))
