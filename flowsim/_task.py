@@ -189,6 +189,19 @@ class AbstractTask(eqx.Module):
         """The number of state coordinates."""
         return len(self.state_names)
 
+    def _as_states(self, y) -> Array:
+        """y as an array of states, its last axis the `dimension` state coordinates (checked: a shape is static).
+        Its floating type is kept (float32 runs stay float32); integers become floats."""
+        y = jnp.asarray(y)
+        if not jnp.issubdtype(y.dtype, jnp.floating):
+            y = y.astype(float)
+        if y.ndim == 0 or y.shape[-1] != self.dimension:
+            raise InvalidInput(
+                f"y must hold the {self.dimension} state values ({', '.join(self.state_names)}) on its last axis, "
+                f"got shape {y.shape}"
+            )
+        return y
+
     @property
     def autonomous(self) -> bool:
         """Whether the flow does not depend on time: no scheduled parameter, or a fixed value in it."""

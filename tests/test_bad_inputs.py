@@ -414,6 +414,12 @@ def _api_cases():
             "Problem.d must be an integer >= 2, got 5.5",
         ),
         (
+            "Problem(d=20, L=3, lam=0.5).vector_field(0.0, np.ones(4))",
+            lambda: slr.Problem(d=20, L=3, lam=0.5).vector_field(0.0, np.ones(4)),
+            ValueError,
+            "y must hold the 5 state values (kappa, nu, theta, eta, rho) on its last axis, got shape (4,)",
+        ),
+        (
             "run_experiment(EXPERIMENTS[0], 0, m0=np.zeros((2, 5)))",
             lambda: slr.run_experiment(slr.EXPERIMENTS[0], 0, m0=np.zeros((2, 5))),
             ValueError,

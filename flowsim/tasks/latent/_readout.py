@@ -120,11 +120,12 @@ class Readout(AbstractTask):
     @compiled_when_eager
     def vector_field(self, t, y):
         """d/dt of the five overlaps under the gradient flow of (a, w) on the L = oo risk."""
+        y = self._as_states(y)
         return self._call(_generated.readout_flow, y)
 
     @compiled_when_eager
     def risk(self, t, y):
-        return self._call(_generated.readout_risk, y)
+        return self._call(_generated.readout_risk, self._as_states(y))
 
     def risk_floor(self) -> float:
         return float(self.eps) ** 2

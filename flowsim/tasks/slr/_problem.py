@@ -198,6 +198,7 @@ class Problem(_Parameters):
     @compiled_when_eager
     def vector_field(self, t, y):
         """d/dt of the five overlaps under the projected gradient flow (docs/science.md section 5)."""
+        y = self._as_states(y)
         if self.closed_form:
             return self._call(generated.flow, t, *jnp.moveaxis(y, -1, 0))
         return self._by_rule(rule_flow, t, y)
@@ -205,6 +206,7 @@ class Problem(_Parameters):
     @compiled_when_eager
     def risk(self, t, y):
         """The full population risk E[(Y - T)^2] at overlaps y."""
+        y = self._as_states(y)
         if self.closed_form:
             return self._call(generated.risk, t, *jnp.moveaxis(y, -1, 0))
         return self._by_rule(rule_risk, t, y)
@@ -226,6 +228,7 @@ class Problem(_Parameters):
 
     @compiled_when_eager
     def jacobian(self, t, y):
+        y = self._as_states(y)
         if self.closed_form:
             return self._call(generated.jacobian, t, *jnp.moveaxis(y, -1, 0))
         return self._by_rule(rule_jacobian, t, y)
@@ -238,6 +241,7 @@ class Problem(_Parameters):
         grad_v R = R_theta k* + R_nu v* + R_rho k, so the step is the overlap chain's renormalised step
         without noise; for erf, the generated closed form of the same step.
         """
+        y = self._as_states(y)
         if self.closed_form:
             return self._call(generated.pgd_map, t, *jnp.moveaxis(y, -1, 0), alpha=alpha)
         return jnp.vectorize(lambda point: self._pgd_step(t, point, alpha), signature="(5)->(5)")(y)
@@ -315,6 +319,7 @@ class ProblemOnManifold(_Parameters):
 
     @compiled_when_eager
     def vector_field(self, t, y):
+        y = self._as_states(y)
         if self.closed_form:
             return self._call(generated.flow_on_manifold, t, *jnp.moveaxis(y, -1, 0))
         # M is invariant under every map's flow (measured: tests/test_maps.py), so its first two components are it.
@@ -322,10 +327,12 @@ class ProblemOnManifold(_Parameters):
 
     @compiled_when_eager
     def risk(self, t, y):
+        y = self._as_states(y)
         return self._full().risk(t, self._lifted(y))
 
     @compiled_when_eager
     def jacobian(self, t, y):
+        y = self._as_states(y)
         if self.closed_form:
             return self._call(generated.jacobian_on_manifold, t, *jnp.moveaxis(y, -1, 0))
         return super().jacobian(t, y)
