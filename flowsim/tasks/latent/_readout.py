@@ -115,17 +115,16 @@ class Readout(AbstractTask):
             parameter.allowed.check(f"Readout.{parameter.name}", getattr(self, parameter.name))
 
     def _call(self, function, y):
-        return function(*jnp.moveaxis(y, -1, 0), self.tau, self.sigma, self.eps)
+        return function(*jnp.moveaxis(self._as_states(y), -1, 0), self.tau, self.sigma, self.eps)
 
     @compiled_when_eager
     def vector_field(self, t, y):
         """d/dt of the five overlaps under the gradient flow of (a, w) on the L = oo risk."""
-        y = self._as_states(y)
         return self._call(_generated.readout_flow, y)
 
     @compiled_when_eager
     def risk(self, t, y):
-        return self._call(_generated.readout_risk, self._as_states(y))
+        return self._call(_generated.readout_risk, y)
 
     def risk_floor(self) -> float:
         return float(self.eps) ** 2
