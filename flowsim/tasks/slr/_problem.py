@@ -136,9 +136,10 @@ class _Parameters(AbstractTask):
         """lam at flow time t (the schedule's value, or the fixed lam)."""
         return self.lam(t) if isinstance(self.lam, AbstractSchedule) else jnp.asarray(self.lam, dtype=float)
 
-    def _call(self, function, t, *state, **extra):
-        """A generated function at these parameters, lam taken at time t: the one place they are unpacked."""
-        return function(*state, self.d, self.L, self.lam_at(t), self.gamma, self.eps, **extra)
+    def _call(self, function, t, y, **extra):
+        """A generated function at states y (..., n) and these parameters, lam taken at time t: the one place
+        they are unpacked."""
+        return function(*jnp.moveaxis(y, -1, 0), self.d, self.L, self.lam_at(t), self.gamma, self.eps, **extra)
 
     def risk_floor(self) -> float:
         return float(self.eps) ** 2
@@ -200,7 +201,7 @@ class Problem(_Parameters):
         """d/dt of the five overlaps under the projected gradient flow (docs/science.md section 5)."""
         y = self._as_states(y)
         if self.closed_form:
-            return self._call(generated.flow, t, *jnp.moveaxis(y, -1, 0))
+            return self._call(generated.flow, t, y)
         return self._by_rule(rule_flow, t, y)
 
     @compiled_when_eager
@@ -208,7 +209,7 @@ class Problem(_Parameters):
         """The full population risk E[(Y - T)^2] at overlaps y."""
         y = self._as_states(y)
         if self.closed_form:
-            return self._call(generated.risk, t, *jnp.moveaxis(y, -1, 0))
+            return self._call(generated.risk, t, y)
         return self._by_rule(rule_risk, t, y)
 
     def _by_rule(self, function, t, y):
@@ -230,7 +231,7 @@ class Problem(_Parameters):
     def jacobian(self, t, y):
         y = self._as_states(y)
         if self.closed_form:
-            return self._call(generated.jacobian, t, *jnp.moveaxis(y, -1, 0))
+            return self._call(generated.jacobian, t, y)
         return self._by_rule(rule_jacobian, t, y)
 
     @compiled_when_eager
@@ -243,7 +244,7 @@ class Problem(_Parameters):
         """
         y = self._as_states(y)
         if self.closed_form:
-            return self._call(generated.pgd_map, t, *jnp.moveaxis(y, -1, 0), alpha=alpha)
+            return self._call(generated.pgd_map, t, y, alpha=alpha)
         return jnp.vectorize(lambda point: self._pgd_step(t, point, alpha), signature="(5)->(5)")(y)
 
     def _pgd_step(self, t, point, alpha):
@@ -321,7 +322,7 @@ class ProblemOnManifold(_Parameters):
     def vector_field(self, t, y):
         y = self._as_states(y)
         if self.closed_form:
-            return self._call(generated.flow_on_manifold, t, *jnp.moveaxis(y, -1, 0))
+            return self._call(generated.flow_on_manifold, t, y)
         # M is invariant under every map's flow (measured: tests/test_maps.py), so its first two components are it.
         return self._full().vector_field(t, self._lifted(y))[..., :2]
 
@@ -334,7 +335,7 @@ class ProblemOnManifold(_Parameters):
     def jacobian(self, t, y):
         y = self._as_states(y)
         if self.closed_form:
-            return self._call(generated.jacobian_on_manifold, t, *jnp.moveaxis(y, -1, 0))
+            return self._call(generated.jacobian_on_manifold, t, y)
         return super().jacobian(t, y)
 
     def initial_states(self, key, n, kind):
