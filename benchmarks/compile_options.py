@@ -1,15 +1,22 @@
-"""The solves' XLA compiler options (`flowsim._compile`) against XLA's defaults: compile and run seconds.
+"""flowsim's XLA compiler options (`flowsim._compile.OPTIONS`) against XLA's defaults: compile and run seconds.
 
-Each workload runs in a new process with an empty compilation cache, once with flowsim's options and once
-with none (`flowsim._compile.PREFERRED_OPTIONS` emptied before anything compiles), alternating, `--rounds`
-times; a process times its workload's first call (tracing, compiling and running) and the fastest of two
-later calls (running). The workloads are the programs that carry the options:
+Each workload runs in a new process with an empty compilation cache, once with flowsim's options for its kind
+of program and once with none (`flowsim._compile.OPTIONS[kind]` emptied before anything compiles),
+alternating, `--rounds` times; a process times its workload's first call (tracing, compiling and running)
+and the fastest of two later calls (running). The workloads are the programs that carry the options:
 
-- flow: `slr.solve_flow` at d = 400, L = 10, lam = 0.1 from 1 000 sphere starts to t = 100 (Rodas5);
-- fixed_points: `flowsim.fixed_points` of that problem from 256 sphere starts (Newton by optimistix).
+- flow (kind "solves"): `slr.solve_flow` at d = 400, L = 10, lam = 0.1 from 1 000 sphere starts to t = 100
+  (Rodas5);
+- fixed_points ("solves"): `flowsim.fixed_points` of that problem from 256 sphere starts (Newton by
+  optimistix);
+- chain ("training"): the paper's SGD chain on the overlaps (d = 80, L = 10, lam = 2, batch 5, lr 1e-3) for
+  30 seeds, 20 000 steps;
+- readout ("training"): the latent read-out's training (d = 4, L = 64, n = 500, 200 steps, 3 seeds);
+- sgd_rd: online SGD in R^d (d = 80, L = 10, batch 5) for 8 seeds, 2 000 steps, its segments given the
+  "training" options here: flowsim keeps XLA's defaults for them, and this workload shows why.
 
-(The SGD chains and the sparse task's training keep XLA's defaults: measured with the options, the chain
-compiled 0.7-1.1 s slower and ran no faster, the training neither; BENCHMARKS.md, "XLA's fusion emitters".)
+(The sparse task's training keeps XLA's defaults: measured with the solves' options, it ran no faster;
+BENCHMARKS.md, "XLA's fusion emitters".)
 
 Usage: python benchmarks/compile_options.py [--rounds 2] [--workloads flow,fixed_points]
 """
@@ -46,7 +53,33 @@ SETUP = {
         def work():
             assert flowsim.fixed_points(problem, starts)
     """,
+    "chain": """
+        from flowsim import slr
+        problem = slr.Problem(d=80, L=10, lam=2.0, eps=0.1)
+        def work():
+            run = slr.run_sgd(problem, 0, lr=1e-3, steps=20_000, batch=5, log_every=1000, seeds=30, engine="overlaps")
+            jax.block_until_ready(run.ys)
+    """,
+    "readout": """
+        from flowsim.tasks import latent
+        task = latent.Readout(d=4, tau=1.0, sigma=1.0, eps=0.1)
+        def work():
+            run = latent.train_readout(task, 3, L=64, n=500, n_test=200, lr=0.05, steps=200, log_every=10, seeds=3)
+            jax.block_until_ready(run.risk)
+    """,
+    "sgd_rd": """
+        from flowsim import slr
+        from flowsim.sgd import logged_programs
+        from flowsim.tasks.slr import _sgd
+        _sgd._RD = logged_programs(_sgd._rd_seed, "training")
+        problem = slr.Problem(d=80, L=10, lam=2.0, eps=0.1)
+        def work():
+            run = slr.run_sgd(problem, 0, lr=1e-3, steps=2_000, batch=5, log_every=100, seeds=8, engine="rd")
+            jax.block_until_ready(run.ys)
+    """,
 }
+#: The kind of program (`flowsim._compile.OPTIONS`) each workload's options are for.
+KINDS = {"flow": "solves", "fixed_points": "solves", "chain": "training", "readout": "training", "sgd_rd": "training"}
 
 CHILD = """
 import json, sys, time
@@ -55,19 +88,19 @@ import jax
 import numpy as np
 import flowsim._compile
 if {defaults!r}:
-    flowsim._compile.PREFERRED_OPTIONS = {{}}
+    flowsim._compile.OPTIONS[{kind!r}] = {{}}
 {setup}
 began = time.perf_counter(); work(); first = time.perf_counter() - began
 runs = []
 for _ in range(2):
     began = time.perf_counter(); work(); runs.append(time.perf_counter() - began)
-print(json.dumps({{"first": first, "run": min(runs), "options": flowsim._compile.compiler_options()}}))
+print(json.dumps({{"first": first, "run": min(runs), "options": flowsim._compile.compiler_options({kind!r})}}))
 """
 
 
 def measure(workload: str, defaults: bool) -> dict:
     """One new process: the workload's first call and its fastest later call, in seconds."""
-    code = CHILD.format(here=str(HERE), defaults=defaults, setup=textwrap.dedent(SETUP[workload]))
+    code = CHILD.format(here=str(HERE), defaults=defaults, kind=KINDS[workload], setup=textwrap.dedent(SETUP[workload]))
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
         env.pop("XLA_FLAGS", None)  # one CPU device, whatever the caller's split

@@ -1,12 +1,19 @@
-"""`filter_jit` with the XLA options that suit the engine's solves and Newton iterations, and
-`compiled_when_eager`, which compiles a task's methods when a user calls them outside any trace.
+"""`filter_jit` with the XLA options that suit each kind of flowsim program, and `compiled_when_eager`, which
+compiles a task's methods when a user calls them outside any trace.
 
-XLA's CPU compiler emits fused loops by its MLIR fusion emitters unless told otherwise; for the programs that
-evaluate a task's generated equations (thousands of scalar operations) inside solver loops, its older LLVM
-emitters compile about 1.4x faster and run about 1.2-1.3x faster (BENCHMARKS.md, "XLA's fusion emitters").
-The SGD chains, the trainings and the samplers gain nothing from them (measured) and keep XLA's defaults, as
-does a user's own code: the options are given to those programs, not to the process (XLA_FLAGS). The option
-only concerns the CPU compiler: a GPU's ignores it.
+Two kinds of programs take options (`OPTIONS`), each measured against XLA's defaults (BENCHMARKS.md):
+
+- "solves", the programs that evaluate a task's generated equations (thousands of scalar operations) inside
+  solver loops, and the Newton iterations: XLA's CPU compiler emits fused loops by its MLIR fusion emitters
+  unless told otherwise; its older LLVM emitters compile them about 1.4x faster and run them about 1.2-1.3x
+  faster ("XLA's fusion emitters").
+- "training", the compiled segments of the SGD chain on the overlaps and of the latent read-out's training
+  (`flowsim.sgd.logged_programs`): LLVM's optimisation level 1 instead of 2 compiles them about 1.3x faster
+  and runs them as fast ("Training segments at LLVM's level 1"). SGD in R^d ran about 10 % slower so, and the
+  solves compiled no faster: they keep level 2.
+
+A user's own code keeps XLA's defaults: the options are given to those programs, not to the process
+(XLA_FLAGS). They concern the CPU compiler only, and are given only where JAX's default backend is the CPU.
 
 The options are settled at the first compilation, not at import: testing that this XLA knows them compiles
 a program, which starts JAX's backends, and the command line must be able to split the host CPU into
@@ -22,19 +29,25 @@ import jax
 import jax.numpy as jnp
 from jax._src import core as _jax_core
 
-#: The options flowsim prefers, where the installed XLA knows them (an XLA that does not know an option
-#: refuses to compile with it; one that predates the fusion emitters has only the LLVM ones).
-PREFERRED_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+#: The options flowsim prefers for each kind of program, where the installed XLA knows them (an XLA that does
+#: not know an option refuses to compile with it; one that predates the fusion emitters has only the LLVM ones).
+OPTIONS = {
+    "solves": {"xla_cpu_use_fusion_emitters": False},
+    "training": {"xla_backend_optimization_level": 1},
+}
 
 
 @functools.cache
-def compiler_options() -> dict[str, object]:
-    """The preferred options this XLA knows (each tried once, on a one-operation program).
+def compiler_options(kind: str = "solves") -> dict[str, object]:
+    """The options of `OPTIONS[kind]` this XLA knows (each tried once, on a one-operation program); none where
+    JAX's default backend is not the CPU.
 
     **Returns:** a dict of XLA debug options for `jax.jit(compiler_options=...)`.
     """
+    if jax.default_backend() != "cpu":
+        return {}
     known = {}
-    for name, value in PREFERRED_OPTIONS.items():
+    for name, value in OPTIONS[kind].items():
         try:
             jax.jit(lambda x: x + 1, compiler_options={name: value}).lower(1.0).compile()
         except jax.errors.JaxRuntimeError as error:
@@ -54,11 +67,11 @@ def _at_top_level() -> bool:
 
 
 class _Compiled:
-    """`fun` jitted by `make`: with `compiler_options()` at the top level, without them inside a trace."""
+    """`fun` jitted by `make`: with `compiler_options(kind)` at the top level, without them inside a trace."""
 
-    def __init__(self, make: Callable, fun: Callable, kwargs: dict):
+    def __init__(self, make: Callable, fun: Callable, kind: str, kwargs: dict):
         functools.update_wrapper(self, fun)
-        self._make, self._fun, self._kwargs = make, fun, kwargs
+        self._make, self._fun, self._kind, self._kwargs = make, fun, kind, kwargs
         self._top_level = self._nested = None
 
     def _get(self):
@@ -67,16 +80,19 @@ class _Compiled:
                 self._nested = self._make(self._fun, **self._kwargs)
             return self._nested
         if self._top_level is None:
-            self._top_level = self._make(self._fun, compiler_options=compiler_options(), **self._kwargs)
+            self._top_level = self._make(self._fun, compiler_options=compiler_options(self._kind), **self._kwargs)
         return self._top_level
 
     def __call__(self, *args, **kwargs):
         return self._get()(*args, **kwargs)
 
 
-def filter_jit(fun: Callable, **kwargs):
-    """`equinox.filter_jit(fun, **kwargs)` with `compiler_options()`; usable as `@filter_jit`."""
-    return _Compiled(eqx.filter_jit, fun, kwargs)
+def filter_jit(fun: Callable | None = None, *, kind: str = "solves", **kwargs):
+    """`equinox.filter_jit(fun, **kwargs)` with `compiler_options(kind)`; usable as `@filter_jit` and
+    `@filter_jit(kind="training")`."""
+    if fun is None:
+        return functools.partial(filter_jit, kind=kind, **kwargs)
+    return _Compiled(eqx.filter_jit, fun, kind, kwargs)
 
 
 def traced(tree):

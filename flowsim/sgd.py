@@ -20,6 +20,7 @@ from jaxtyping import Array, Float, Int
 
 from flowsim import _status
 from flowsim._checks import InvalidInput, as_key, check_count, check_positive
+from flowsim._compile import filter_jit
 from flowsim._interrupt import Interrupted, ctrl_c_stops, run_interruptibly, stopped
 from flowsim._memory import Need, check_fits, format_bytes, tree_bytes
 from flowsim._status import Failure, Status
@@ -114,7 +115,7 @@ class LoggedPrograms(NamedTuple):
     segment: Callable
 
 
-def logged_programs(build) -> LoggedPrograms:
+def logged_programs(build, kind: str | None = None) -> LoggedPrograms:
     """The compiled program that runs a training defined per seed, in segments the host strings together.
 
     Made once, at import (module level), so that its compilations are reused: a segment is one program
@@ -128,11 +129,12 @@ def logged_programs(build) -> LoggedPrograms:
       It is traced in the segment: what it computes before the steps (the start, a dataset from the
       seed's key) is recomputed, identically, at each segment's start. The first segment starts from
       that start (and logs it), so that no second program is compiled for it.
+    - `kind`: the XLA options the segment is compiled with (`flowsim._compile.OPTIONS`), or None for XLA's
+      defaults.
 
     **Returns:** a `LoggedPrograms` for `run_logged`.
     """
 
-    @eqx.filter_jit
     def segment(shared, per_seed, carry, first, config, layout):
         blocks, logs, log_every, largest_chunk, sharded = layout
 
@@ -173,7 +175,7 @@ def logged_programs(build) -> LoggedPrograms:
 
         return over_batch(jax.vmap(one_seed, in_axes=(0, None)), sharded)((per_seed, carry), first)
 
-    return LoggedPrograms(build, segment)
+    return LoggedPrograms(build, eqx.filter_jit(segment) if kind is None else filter_jit(segment, kind=kind))
 
 
 def _placeholder_carry(programs: LoggedPrograms, shared, per_seed, config, sharded: bool):
@@ -388,4 +390,4 @@ def _chain_seed(shared, seed, config) -> LoggedSteps:
 
 
 #: The chain's compiled programs (each device runs its own seeds: `flowsim.devices.over_batch`).
-_CHAIN = logged_programs(_chain_seed)
+_CHAIN = logged_programs(_chain_seed, "training")

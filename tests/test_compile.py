@@ -9,13 +9,14 @@ import pytest
 from flowsim import _compile
 
 
-def test_the_preferred_options_this_xla_knows_are_kept_and_an_unknown_one_dropped(monkeypatch):
-    known = _compile.compiler_options()
-    assert known.items() <= _compile.PREFERRED_OPTIONS.items()
-    monkeypatch.setattr(_compile, "PREFERRED_OPTIONS", {"xla_no_such_option_of_flowsim": True, **known})
+@pytest.mark.parametrize("kind", ["solves", "training"])
+def test_the_preferred_options_this_xla_knows_are_kept_and_an_unknown_one_dropped(monkeypatch, kind):
+    known = _compile.compiler_options(kind)
+    assert known == _compile.OPTIONS[kind]  # this jaxlib knows them all, on the CPU
+    monkeypatch.setitem(_compile.OPTIONS, kind, {"xla_no_such_option_of_flowsim": True, **known})
     _compile.compiler_options.cache_clear()
     try:
-        assert _compile.compiler_options() == known
+        assert _compile.compiler_options(kind) == known
     finally:
         _compile.compiler_options.cache_clear()
 
@@ -23,7 +24,7 @@ def test_the_preferred_options_this_xla_knows_are_kept_and_an_unknown_one_droppe
 def test_a_top_level_call_compiles_with_the_options_and_a_nested_one_without(monkeypatch):
     """An option XLA refuses shows which calls pass the options: the top-level call does (and fails), the
     same function inside jax.jit, jax.vmap or jax.grad joins the enclosing program without them."""
-    monkeypatch.setattr(_compile, "compiler_options", lambda: {"xla_no_such_option_of_flowsim": True})
+    monkeypatch.setattr(_compile, "compiler_options", lambda kind: {"xla_no_such_option_of_flowsim": True})
 
     @_compile.filter_jit
     def square(x):
@@ -80,3 +81,29 @@ def test_a_method_called_inside_a_trace_joins_it():
     assert float(jax.grad(lambda y: decay.field(0.0, y, 2.0))(0.5)) == pytest.approx(-6.0 * 0.25, rel=1e-15)
     assert decay.traces == 3
     assert _Decay.field.__name__ == "field"
+
+
+def test_a_trainings_segments_compile_with_the_options_of_its_kind(monkeypatch):
+    """A training's segments take the options of the kind it names (the SGD chain's: "training"): an option XLA
+    refuses, given to that kind alone, fails such a training's first segment; one with XLA's defaults runs.
+    (Without the persistent compilation cache, whose key leaves this option out: it would serve the program.)"""
+    from flowsim import sgd
+
+    def halving(shared, seed, config):
+        return sgd.LoggedSteps(seed, lambda state, n: state / 2, lambda state, n: [state])
+
+    def run(kind):
+        return sgd.run_logged(sgd.logged_programs(halving, kind), (), jnp.ones((2, 3)), None, logs=2, log_every=1)
+
+    monkeypatch.setattr(_compile, "compiler_options", lambda kind: {"xla_no_such_option_of_flowsim": True})
+    enabled = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    try:
+        with pytest.raises(jax.errors.JaxRuntimeError, match="xla_no_such_option_of_flowsim"):
+            run("training")
+        logged, first_bad, stopped_at = run(None)
+    finally:
+        jax.config.update("jax_enable_compilation_cache", enabled)
+    np.testing.assert_array_equal(logged[0, :, 0], [1.0, 0.5, 0.25])
+    np.testing.assert_array_equal(first_bad, [-1, -1])
+    np.testing.assert_array_equal(stopped_at, [-1, -1])

@@ -283,7 +283,7 @@ def _training_seed(shared, seed_key, config) -> LoggedSteps:
 
 
 #: The compiled programs of the read-out's training.
-_TRAINING = logged_programs(_training_seed)
+_TRAINING = logged_programs(_training_seed, "training")
 
 
 class ReadoutLearning(eqx.Module):
