@@ -9,7 +9,7 @@ Two kinds of programs take options (`OPTIONS`), each measured against XLA's defa
   faster ("XLA's fusion emitters").
 - "training", the compiled segments of the SGD chain on the overlaps and of the latent read-out's training
   (`flowsim.sgd.logged_programs`): LLVM's optimisation level 1 instead of 2 compiles them about 1.3x faster
-  and runs them as fast ("Training segments at LLVM's level 1"). SGD in R^d ran about 10 % slower so, and the
+  and runs them as fast ("the trainings' segments at LLVM's level 1"). SGD in R^d ran about 10 % slower so, and the
   solves compiled no faster: they keep level 2.
 
 A user's own code keeps XLA's defaults: the options are given to those programs, not to the process
@@ -87,11 +87,8 @@ class _Compiled:
         return self._get()(*args, **kwargs)
 
 
-def filter_jit(fun: Callable | None = None, *, kind: str = "solves", **kwargs):
-    """`equinox.filter_jit(fun, **kwargs)` with `compiler_options(kind)`; usable as `@filter_jit` and
-    `@filter_jit(kind="training")`."""
-    if fun is None:
-        return functools.partial(filter_jit, kind=kind, **kwargs)
+def filter_jit(fun: Callable, *, kind: str = "solves", **kwargs):
+    """`equinox.filter_jit(fun, **kwargs)` with `compiler_options(kind)`; usable as `@filter_jit`."""
     return _Compiled(eqx.filter_jit, fun, kind, kwargs)
 
 
