@@ -19,8 +19,8 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from flowsim import _status
-from flowsim._checks import InvalidInput, as_key, check_count, check_positive
-from flowsim._compile import filter_jit
+from flowsim._checks import InvalidInput, as_key, check_choice, check_count, check_positive
+from flowsim._compile import OPTIONS, filter_jit
 from flowsim._interrupt import Interrupted, ctrl_c_stops, run_interruptibly, stopped
 from flowsim._memory import Need, check_fits, format_bytes, tree_bytes
 from flowsim._status import Failure, Status
@@ -175,7 +175,9 @@ def logged_programs(build, kind: str | None = None) -> LoggedPrograms:
 
         return over_batch(jax.vmap(one_seed, in_axes=(0, None)), sharded)((per_seed, carry), first)
 
-    return LoggedPrograms(build, eqx.filter_jit(segment) if kind is None else filter_jit(segment, kind=kind))
+    if kind is None:
+        return LoggedPrograms(build, eqx.filter_jit(segment))
+    return LoggedPrograms(build, filter_jit(segment, kind=check_choice("kind", kind, (None, *OPTIONS))))
 
 
 def _placeholder_carry(programs: LoggedPrograms, shared, per_seed, config, sharded: bool):

@@ -107,3 +107,5 @@ def test_a_trainings_segments_compile_with_the_options_of_its_kind(monkeypatch):
     np.testing.assert_array_equal(logged[0, :, 0], [1.0, 0.5, 0.25])
     np.testing.assert_array_equal(first_bad, [-1, -1])
     np.testing.assert_array_equal(stopped_at, [-1, -1])
+    with pytest.raises(ValueError, match=r"kind must be one of \(None, 'solves', 'training'\), got 'fast'"):
+        sgd.logged_programs(halving, "fast")
