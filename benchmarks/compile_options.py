@@ -34,8 +34,11 @@ from sgd_cost import machine  # sibling script: run this one as python benchmark
 
 HERE = Path(__file__).resolve().parent
 
+#: Each workload: the kind of program (`flowsim._compile.OPTIONS`) its options are for, and its setup code.
 SETUP = {
-    "flow": """
+    "flow": (
+        "solves",
+        """
         from flowsim import slr
         problem = slr.Problem(d=400, L=10, lam=0.1)
         m0 = slr.initial_overlaps(jax.random.key(0), problem.d, 1000, "sphere")
@@ -45,7 +48,10 @@ SETUP = {
             assert bool(np.asarray(solved.ok).all())
             jax.block_until_ready(solved.ys)
     """,
-    "fixed_points": """
+    ),
+    "fixed_points": (
+        "solves",
+        """
         import flowsim
         from flowsim import slr
         problem = slr.Problem(d=400, L=10, lam=0.1)
@@ -53,21 +59,30 @@ SETUP = {
         def work():
             assert flowsim.fixed_points(problem, starts)
     """,
-    "chain": """
+    ),
+    "chain": (
+        "training",
+        """
         from flowsim import slr
         problem = slr.Problem(d=80, L=10, lam=2.0, eps=0.1)
         def work():
             run = slr.run_sgd(problem, 0, lr=1e-3, steps=20_000, batch=5, log_every=1000, seeds=30, engine="overlaps")
             jax.block_until_ready(run.ys)
     """,
-    "readout": """
+    ),
+    "readout": (
+        "training",
+        """
         from flowsim.tasks import latent
         task = latent.Readout(d=4, tau=1.0, sigma=1.0, eps=0.1)
         def work():
             run = latent.train_readout(task, 3, L=64, n=500, n_test=200, lr=0.05, steps=200, log_every=10, seeds=3)
             jax.block_until_ready(run.risk)
     """,
-    "sgd_rd": """
+    ),
+    "sgd_rd": (
+        "training",
+        """
         from flowsim import slr
         from flowsim.sgd import logged_programs
         from flowsim.tasks.slr import _sgd
@@ -77,9 +92,8 @@ SETUP = {
             run = slr.run_sgd(problem, 0, lr=1e-3, steps=2_000, batch=5, log_every=100, seeds=8, engine="rd")
             jax.block_until_ready(run.ys)
     """,
+    ),
 }
-#: The kind of program (`flowsim._compile.OPTIONS`) each workload's options are for.
-KINDS = {"flow": "solves", "fixed_points": "solves", "chain": "training", "readout": "training", "sgd_rd": "training"}
 
 CHILD = """
 import json, sys, time
@@ -100,7 +114,8 @@ print(json.dumps({{"first": first, "run": min(runs), "options": flowsim._compile
 
 def measure(workload: str, defaults: bool) -> dict:
     """One new process: the workload's first call and its fastest later call, in seconds."""
-    code = CHILD.format(here=str(HERE), defaults=defaults, kind=KINDS[workload], setup=textwrap.dedent(SETUP[workload]))
+    kind, setup = SETUP[workload]
+    code = CHILD.format(here=str(HERE), defaults=defaults, kind=kind, setup=textwrap.dedent(setup))
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
         env.pop("XLA_FLAGS", None)  # one CPU device, whatever the caller's split
