@@ -16,10 +16,12 @@ import json
 import math
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from queue import Empty
 
 import nbformat
 import pytest
@@ -219,6 +221,31 @@ class Run:
     error: Exception | None
 
 
+#: Seconds a kernel's reply may wait unnoticed by its client. nbclient waits for a cell's reply in one poll of the
+#: shell channel, as long as the cell's timeout, and that poll at times misses the reply's arrival and sees it only
+#: when it times out (nbclient issue 312): notebook 3 then sat idle for five minutes after its slider cell, in most
+#: runs of the suite (BENCHMARKS.md, 2026-11-28, afternoon). Polled in slices, a missed arrival costs one slice.
+SHELL_POLL_SECONDS = 1.0
+
+
+def _poll_the_shell_in_slices(client: NotebookClient) -> None:
+    """Make the client's waits for a kernel's reply polls of at most SHELL_POLL_SECONDS, to the same deadline."""
+    channel = client.kc.shell_channel
+    poll_once = channel.get_msg
+
+    async def get_msg(timeout: float | None = None) -> dict:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = SHELL_POLL_SECONDS if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return await poll_once(timeout=min(SHELL_POLL_SECONDS, left))
+            except Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    channel.get_msg = get_msg
+
+
 def execute(name: str) -> Run:
     """Execute notebooks/{name}.ipynb in a new temporary folder outside the repository and read its values.
 
@@ -230,6 +257,7 @@ def execute(name: str) -> Run:
     notebook.cells.append(_readout_cell(CHECKS[name].readout))
     with tempfile.TemporaryDirectory(prefix=f"flowsim-notebook-{name}-") as folder:
         client = NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": folder}})
+        client.on_notebook_start = lambda **_: _poll_the_shell_in_slices(client)  # its kernel client exists then
         try:
             client.execute()
         except CellExecutionError as error:
