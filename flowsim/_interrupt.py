@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -72,6 +73,10 @@ def ctrl_c_kept() -> Iterator[None]:
     """Within (a command's run, in the main thread): Ctrl-C raises KeyboardInterrupt as usual and is also
     remembered, so that one raised where Python drops exceptions (a garbage collector's callback) is raised again
     at the next `raise_if_ctrl_c` (before each unit of work of a run), instead of being lost.
+
+    The KeyboardInterrupt Python drops is not printed either ("Exception ignored in ... Traceback"): it is not lost,
+    and a user who pressed Ctrl-C should read that the run stopped, not a traceback. Other dropped exceptions are
+    reported as before.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -81,11 +86,19 @@ def ctrl_c_kept() -> Iterator[None]:
         _PENDING.set()
         signal.default_int_handler(signum, frame)
 
+    previous_hook = sys.unraisablehook
+
+    def unraisable(report):
+        if not (isinstance(report.exc_value, KeyboardInterrupt) and _PENDING.is_set()):
+            previous_hook(report)
+
     _PENDING.clear()
     previous = signal.signal(signal.SIGINT, handler)
+    sys.unraisablehook = unraisable
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         signal.signal(signal.SIGINT, previous)
         _PENDING.clear()
 
