@@ -30,6 +30,9 @@ DOC = REPOSITORY / "docs" / "bad-inputs.md"
 #: regular file, {earlier} a folder holding an earlier run, {foreign} a non-empty folder of other files.
 CLI_CASES = [
     ("nonsense", 2, "flowsim: error: argument command: invalid choice: 'nonsense'"),
+    # A task's command is named by its choices, not by the parser's internal name for it.
+    ("latent", 2, "flowsim latent: error: the following arguments are required: {{error,risk,mixture,learn}}"),
+    ("latent --L 4", 2, "flowsim latent: error: argument {{error,risk,mixture,learn}}: invalid choice: '4' (choose"),
     ("verify --bogus", 2, "flowsim: error: unrecognized arguments: --bogus"),
     ("portrait --d abc", 2, "flowsim portrait: error: argument --d: invalid int value: 'abc'"),
     ("sgd --d -3", 2, "flowsim sgd: error: --d must be an integer >= 5 (every command: SGD on the overlaps needs"),
@@ -541,6 +544,7 @@ def markdown() -> str:
     ]
     for arguments, status, message in CLI_CASES:
         arguments, message = arguments.replace("{E}", E), message.replace("{more}", MORE).replace("{E}", E)
+        message = message.replace("{{", "{").replace("}}", "}")  # str.format's escapes, as the user reads them
         lines.append(f"| `flowsim {arguments}` | {status} | `{message}` |")
     cases = _api_cases()
     lines += [

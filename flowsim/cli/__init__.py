@@ -135,8 +135,14 @@ def _parser() -> argparse.ArgumentParser:
         task_parser = commands.add_parser(
             name, help=_task_cli(name).DESCRIPTION, description=_task_cli(name).DESCRIPTION
         )
-        task_commands = task_parser.add_subparsers(dest="task_command", required=True, parser_class=Parser)
-        _add_commands(task_commands, _task_cli(name).COMMANDS)
+        listed = _task_cli(name).COMMANDS
+        # Named by its choices (as in the usage line), so that an error says "argument {error,risk,...}", not
+        # the internal "task_command".
+        choices = "{" + ",".join(command.name for command in listed) + "}"
+        task_commands = task_parser.add_subparsers(
+            dest="task_command", metavar=choices, required=True, parser_class=Parser
+        )
+        _add_commands(task_commands, listed)
     return parser
 
 
