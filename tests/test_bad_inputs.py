@@ -33,7 +33,12 @@ CLI_CASES = [
     # A task's command is named by its choices, not by the parser's internal name for it.
     ("latent", 2, "flowsim latent: error: the following arguments are required: {{error,risk,mixture,learn}}"),
     ("latent --L 4", 2, "flowsim latent: error: argument {{error,risk,mixture,learn}}: invalid choice: '4' (choose"),
-    ("verify --bogus", 2, "flowsim: error: unrecognized arguments: --bogus"),
+    ("verify --bogus", 2, "flowsim verify: error: unrecognized arguments: --bogus (see flowsim verify --help)"),
+    (
+        "sgd --setps 3",
+        2,
+        "flowsim sgd: error: unrecognized arguments: --setps 3 (did you mean --steps? see flowsim sgd --help)",
+    ),
     ("portrait --d abc", 2, "flowsim portrait: error: argument --d: invalid int value: 'abc'"),
     ("sgd --d -3", 2, "flowsim sgd: error: --d must be an integer >= 5 (every command: SGD on the overlaps needs"),
     ("flow --d 3", 2, "flowsim flow: error: --d must be an integer >= 5 (every command: SGD on the overlaps needs"),

@@ -18,6 +18,7 @@ inside the commands.
 
 import argparse
 import contextlib
+import difflib
 import importlib
 import os
 import sys
@@ -100,9 +101,9 @@ GENERIC = (
 )
 
 
-def _add_commands(commands, listed) -> None:
+def _add_commands(commands, listed, parsers: dict, prefix: str = "") -> None:
     for command in listed:
-        parser = commands.add_parser(
+        parser = parsers[prefix + command.name] = commands.add_parser(
             command.name,
             help=command.help,
             description=command.help,
@@ -130,7 +131,8 @@ def _parser() -> argparse.ArgumentParser:
         "(FLOWSIM_HOST_DEVICES=N: N devices; docs/devices.md).",
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    _add_commands(commands, (*_task_cli(default).COMMANDS, *GENERIC))
+    parser.commands = {}  # each command's parser, by its name as run.json gives it ("flow", "latent error")
+    _add_commands(commands, (*_task_cli(default).COMMANDS, *GENERIC), parser.commands)
     for name in TASKS:
         task_parser = commands.add_parser(
             name, help=_task_cli(name).DESCRIPTION, description=_task_cli(name).DESCRIPTION
@@ -142,8 +144,22 @@ def _parser() -> argparse.ArgumentParser:
         task_commands = task_parser.add_subparsers(
             dest="task_command", metavar=choices, required=True, parser_class=Parser
         )
-        _add_commands(task_commands, listed)
+        _add_commands(task_commands, listed, parser.commands, f"{name} ")
     return parser
+
+
+def _refuse_unrecognized(command_parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> None:
+    """Exit 2, saying the arguments `command` does not know and the nearest option to each misspelt one (argparse's
+    own message comes from the top-level parser, which names no command and suggests nothing)."""
+    known = [option.lstrip("-") for action in command_parser._actions for option in action.option_strings]
+    near = [
+        f"--{match}"  # the one nearest name, if near enough (0.75: "setps" finds steps, "t-end" nothing)
+        for word in unknown
+        if word.startswith("-")
+        for match in difflib.get_close_matches(word.lstrip("-"), known, n=1, cutoff=0.75)
+    ]
+    hint = f"did you mean {' or '.join(near)}? " if near else ""
+    command_parser.error(f"unrecognized arguments: {' '.join(unknown)} ({hint}see flowsim {command} --help)")
 
 
 def command() -> int:
@@ -166,9 +182,12 @@ def command() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the `flowsim` command line in this process, on the devices JAX already has; returns the exit status."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
     if getattr(args, "task_command", None):
         args.command = f"{args.command} {args.task_command}"
+    if unknown:
+        _refuse_unrecognized(parser.commands[args.command], args.command, unknown)
     try:
         check(args)
         if args.progress is None:
