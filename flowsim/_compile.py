@@ -6,7 +6,8 @@ Two kinds of programs take options (`OPTIONS`), each measured against XLA's defa
 - "solves", the programs that evaluate a task's generated equations (thousands of scalar operations) inside
   solver loops, and the Newton iterations: XLA's CPU compiler emits fused loops by its MLIR fusion emitters
   unless told otherwise; its older LLVM emitters compile them about 1.4x faster and run them about 1.2-1.3x
-  faster ("XLA's fusion emitters").
+  faster ("XLA's fusion emitters"). jaxlib 0.12 (what pip installs on Python >= 3.12 today) no longer has
+  the older emitters nor the option, so there the solves compile with XLA's defaults.
 - "training", the compiled segments of the SGD chain on the overlaps and of the latent read-out's training
   (`flowsim.sgd.logged_programs`): LLVM's optimisation level 1 instead of 2 compiles them about 1.3x faster
   and runs them as fast ("the trainings' segments at LLVM's level 1"). SGD in R^d ran about 10 % slower so, and the
