@@ -39,6 +39,11 @@ CLI_CASES = [
         2,
         "flowsim sgd: error: unrecognized arguments: --setps 3 (did you mean --steps? see flowsim sgd --help)",
     ),
+    (
+        "flow --t-maks 5 --t-end 5",
+        2,
+        "flowsim flow: error: unrecognized arguments: --t-maks 5 --t-end 5 (did you mean --t-max? see flowsim flow",
+    ),
     ("portrait --d abc", 2, "flowsim portrait: error: argument --d: invalid int value: 'abc'"),
     ("sgd --d -3", 2, "flowsim sgd: error: --d must be an integer >= 5 (every command: SGD on the overlaps needs"),
     ("flow --d 3", 2, "flowsim flow: error: --d must be an integer >= 5 (every command: SGD on the overlaps needs"),

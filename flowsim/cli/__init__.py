@@ -153,10 +153,10 @@ def _refuse_unrecognized(command_parser: argparse.ArgumentParser, command: str, 
     own message comes from the top-level parser, which names no command and suggests nothing)."""
     known = [option.lstrip("-") for action in command_parser._actions for option in action.option_strings]
     near = [
-        f"--{match}"  # the one nearest name, if near enough (0.75: "setps" finds steps, "t-end" nothing)
+        f"--{match}"  # the one nearest name, if near enough (0.7: "setps", "t-maks" find steps, t-max; "t-end" none)
         for word in unknown
         if word.startswith("-")
-        for match in difflib.get_close_matches(word.lstrip("-"), known, n=1, cutoff=0.75)
+        for match in difflib.get_close_matches(word.lstrip("-"), known, n=1, cutoff=0.7)
     ]
     hint = f"did you mean {' or '.join(near)}? " if near else ""
     command_parser.error(f"unrecognized arguments: {' '.join(unknown)} ({hint}see flowsim {command} --help)")
