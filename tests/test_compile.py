@@ -1,5 +1,6 @@
 """The solves' jit: top-level programs compiled with flowsim's XLA options, nested calls without them, same numbers;
-a task's methods compiled when called eagerly, traced as they are inside a trace."""
+a task's methods compiled when called eagerly, traced as they are inside a trace; JAX's Threefry hash lowered
+without its loop, its bits unchanged."""
 
 import jax
 import jax.numpy as jnp
@@ -128,3 +129,56 @@ def test_a_trainings_segments_compile_with_the_options_of_its_kind(monkeypatch):
     np.testing.assert_array_equal(stopped_at, [-1, -1])
     with pytest.raises(ValueError, match=r"kind must be one of \(None, 'solves', 'training'\), got 'fast'"):
         sgd.logged_programs(halving, "fast")
+
+
+# Threefry-2x32 with 20 rounds: the known-answer vectors of its authors (Salmon et al., "Parallel random numbers:
+# as easy as 1, 2, 3", SC 2011; Random123's kat_vectors), as (key, counter, output) pairs.
+THREEFRY_KNOWN_ANSWERS = [
+    ((0x00000000, 0x00000000), (0x00000000, 0x00000000), (0x6B200159, 0x99BA4EFE)),
+    ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
+    ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0)),
+]
+
+
+@pytest.mark.parametrize(("key", "counter", "expected"), THREEFRY_KNOWN_ANSWERS)
+def test_threefry_lowered_without_its_loop_gives_the_published_outputs(key, counter, expected):
+    """`flowsim._config` lowers JAX's Threefry hash on the CPU without its loop: the program holds no loop, and
+    the hash, compiled, gives its authors' outputs bit for bit."""
+    from jax.extend.random import threefry_2x32
+
+    from flowsim import _config
+
+    assert _config.THREEFRY_UNROLLED
+    hash_ = jax.jit(threefry_2x32)
+    keypair, count = np.array(key, dtype=np.uint32), np.array(counter, dtype=np.uint32)
+    assert "while" not in hash_.lower(keypair, count).as_text()
+    np.testing.assert_array_equal(hash_(keypair, count), np.array(expected, dtype=np.uint32))
+
+
+def _draws(key):
+    """Normals, gamma variates (a rejection loop of draws) and split keys, as floats."""
+    return (
+        jax.random.normal(key, (7, 5)),
+        jax.random.gamma(jax.random.fold_in(key, 3), 4.5, (6,)),
+        jax.random.key_data(jax.random.split(key, 4)).astype(float),
+    )
+
+
+def test_draws_splits_and_folds_are_jaxs_own_bit_for_bit():
+    """The same draws in a process without flowsim, where JAX lowers Threefry with its loop: the same bits."""
+    import inspect
+    import json
+    import subprocess
+    import sys
+
+    program = "\n".join(
+        [
+            "import json, jax, numpy as np",
+            'jax.config.update("jax_enable_x64", True)',
+            inspect.getsource(_draws),
+            "print(json.dumps([np.asarray(x).tolist() for x in jax.jit(_draws)(jax.random.key(20250122))]))",
+        ]
+    )
+    without_flowsim = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
+    with_flowsim = [np.asarray(x).tolist() for x in jax.jit(_draws)(jax.random.key(20250122))]
+    assert json.loads(without_flowsim.stdout) == with_flowsim
