@@ -112,31 +112,42 @@ print(json.dumps({{"first": first, "run": min(runs), "options": flowsim._compile
 """
 
 
-def measure(workload: str, defaults: bool) -> dict:
-    """One new process: the workload's first call and its fastest later call, in seconds."""
-    kind, setup = SETUP[workload]
-    code = CHILD.format(here=str(HERE), defaults=defaults, kind=kind, setup=textwrap.dedent(setup))
+def in_new_process(code: str, what: str) -> dict:
+    """Run `code` in a new process on one CPU device with an empty compilation cache; the JSON of its last line."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
         env.pop("XLA_FLAGS", None)  # one CPU device, whatever the caller's split
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if done.returncode:
-        raise SystemExit(f"{workload} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{what} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def measure(workload: str, defaults: bool) -> dict:
+    """One new process: the workload's first call and its fastest later call, in seconds."""
+    kind, setup = SETUP[workload]
+    code = CHILD.format(here=str(HERE), defaults=defaults, kind=kind, setup=textwrap.dedent(setup))
+    return in_new_process(code, workload)
+
+
+def parse_workloads(description: str, workloads: dict) -> argparse.Namespace:
+    """The command line of a script that alternates two settings over named workloads: --rounds, --workloads."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--rounds", type=int, default=2, help="alternated pairs of processes per workload")
-    parser.add_argument("--workloads", default=",".join(SETUP), help=f"comma-separated, of {', '.join(SETUP)}")
+    parser.add_argument("--workloads", default=",".join(workloads), help=f"comma-separated, of {', '.join(workloads)}")
     args = parser.parse_args()
-    workloads = args.workloads.split(",")
-    unknown = sorted(set(workloads) - set(SETUP))
+    args.workloads = args.workloads.split(",")
+    unknown = sorted(set(args.workloads) - set(workloads))
     if unknown or args.rounds < 1:
-        parser.error(f"--workloads takes {', '.join(SETUP)} (got {', '.join(unknown)}); --rounds >= 1")
+        parser.error(f"--workloads takes {', '.join(workloads)} (got {', '.join(unknown)}); --rounds >= 1")
+    return args
+
+
+def main():
+    args = parse_workloads(__doc__.splitlines()[0], SETUP)
     print(f"# compile options: {machine()}; load average at start {os.getloadavg()[0]:.2f}")
     print("workload | options | first call s (each round) | compile s (first - run) | run s (each round)")
-    for workload in workloads:
+    for workload in args.workloads:
         rows = {True: [], False: []}
         for _ in range(args.rounds):
             for defaults in (True, False):

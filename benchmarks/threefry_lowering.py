@@ -15,15 +15,12 @@ programs around them differ, and XLA may then order a sum differently: the check
 Usage: python benchmarks/threefry_lowering.py [--rounds 2] [--workloads chain,sgd_rd,dataset,demo]
 """
 
-import argparse
-import json
 import os
-import subprocess
-import sys
-import tempfile
 import textwrap
 
-from sgd_cost import machine  # sibling script: run this one as python benchmarks/threefry_lowering.py
+# Sibling scripts: run this one as python benchmarks/threefry_lowering.py.
+from compile_options import in_new_process, parse_workloads
+from sgd_cost import machine
 
 #: Each workload: its setup code (defining `work()`, which returns an array to checksum) and its later calls.
 SETUP = {
@@ -91,28 +88,14 @@ print(json.dumps({{"first": first, "run": min(runs, default=float("nan")), "chec
 def measure(workload: str, jax_loop: bool) -> dict:
     """One new process, an empty compilation cache: the first call, the fastest later call and a checksum."""
     setup, later = SETUP[workload]
-    code = CHILD.format(jax_loop=jax_loop, setup=textwrap.dedent(setup), later=later)
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
-        env.pop("XLA_FLAGS", None)  # one CPU device, whatever the caller's split
-        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"{workload} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return in_new_process(CHILD.format(jax_loop=jax_loop, setup=textwrap.dedent(setup), later=later), workload)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2, help="alternated pairs of processes per workload")
-    parser.add_argument("--workloads", default=",".join(SETUP), help=f"comma-separated, of {', '.join(SETUP)}")
-    args = parser.parse_args()
-    workloads = args.workloads.split(",")
-    unknown = sorted(set(workloads) - set(SETUP))
-    if unknown or args.rounds < 1:
-        parser.error(f"--workloads takes {', '.join(SETUP)} (got {', '.join(unknown)}); --rounds >= 1")
+    args = parse_workloads(__doc__.splitlines()[0], SETUP)
     print(f"# Threefry's lowering: {machine()}; load average at start {os.getloadavg()[0]:.2f}")
     print("workload | lowering | first call s (each round) | run s (each round) | checksums")
-    for workload in workloads:
+    for workload in args.workloads:
         rows = {True: [], False: []}
         for _ in range(args.rounds):
             for jax_loop in (True, False):
