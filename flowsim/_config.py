@@ -3,7 +3,7 @@
 - float64 by default.
 - JAX's Threefry hash (every `jax.random` draw, split and fold_in) lowered on the CPU as it is on the GPU: its
   20 rounds written out, instead of JAX's CPU default of a five-iteration loop. The bits are the same (the same
-  hash, tested against the algorithm's published test vector); a program with many random draws compiles about
+  hash, tested against its authors' published test vectors); a program with many random draws compiles about
   1.3x faster and the SGD chain runs about 1.2x faster (BENCHMARKS.md, "Threefry without its loop"), because
   XLA's CPU compiler gives every loop its own kernels and calls, and flowsim's trainings draw at every step.
 """
