@@ -143,15 +143,21 @@ def parse_workloads(description: str, workloads: dict) -> argparse.Namespace:
     return args
 
 
+def alternated(measure, workload: str, rounds: int) -> dict[bool, list[dict]]:
+    """`measure(workload, setting)` for the settings True then False, `rounds` times: each setting's results."""
+    results = {True: [], False: []}
+    for _ in range(rounds):
+        for setting in results:
+            results[setting].append(measure(workload, setting))
+    return results
+
+
 def main():
     args = parse_workloads(__doc__.splitlines()[0], SETUP)
     print(f"# compile options: {machine()}; load average at start {os.getloadavg()[0]:.2f}")
     print("workload | options | first call s (each round) | compile s (first - run) | run s (each round)")
     for workload in args.workloads:
-        rows = {True: [], False: []}
-        for _ in range(args.rounds):
-            for defaults in (True, False):
-                rows[defaults].append(measure(workload, defaults))
+        rows = alternated(measure, workload, args.rounds)
         for defaults, results in rows.items():
             name = "XLA defaults" if defaults else json.dumps(results[0]["options"])
             firsts = " / ".join(f"{r['first']:.2f}" for r in results)

@@ -19,7 +19,7 @@ import os
 import textwrap
 
 # Sibling scripts: run this one as python benchmarks/threefry_lowering.py.
-from compile_options import in_new_process, parse_workloads
+from compile_options import alternated, in_new_process, parse_workloads
 from sgd_cost import machine
 
 #: Each workload: its setup code (defining `work()`, which returns an array to checksum) and its later calls.
@@ -96,10 +96,7 @@ def main():
     print(f"# Threefry's lowering: {machine()}; load average at start {os.getloadavg()[0]:.2f}")
     print("workload | lowering | first call s (each round) | run s (each round) | checksums")
     for workload in args.workloads:
-        rows = {True: [], False: []}
-        for _ in range(args.rounds):
-            for jax_loop in (True, False):
-                rows[jax_loop].append(measure(workload, jax_loop))
+        rows = alternated(measure, workload, args.rounds)
         checksums = [r["checksum"] for results in rows.values() for r in results]
         for jax_loop, results in rows.items():
             name = "JAX's loop" if jax_loop else "flowsim's, unrolled"
