@@ -1,5 +1,6 @@
-"""`filter_jit` with the XLA options that suit each kind of flowsim program, and `compiled_when_eager`, which
-compiles a task's methods when a user calls them outside any trace.
+"""`filter_jit` with the XLA options that suit each kind of flowsim program, and `compiled_method`, which
+makes each of a task's methods one program: compiled when a user calls it outside any trace, a nested call
+traced once inside one.
 
 Two kinds of programs take options (`OPTIONS`), each measured against XLA's defaults (BENCHMARKS.md):
 
@@ -108,18 +109,20 @@ def compiled_call(function: Callable, arguments: tuple, keywords: dict):
     return function(*arguments, **keywords)
 
 
-def compiled_when_eager(function: Callable) -> Callable:
-    """`function` run as one compiled program when called outside any trace; traced as it is inside one.
+def compiled_method(function: Callable) -> Callable:
+    """`function` as one program of its own, per function, shapes and static arguments.
 
-    For a task's methods that evaluate generated equations (thousands of operations): run eagerly, JAX
-    would dispatch, and compile, each operation on its own. Compiled once per function, shapes and static
-    arguments; Python numbers are traced (`traced`), so a new value of t or lam compiles nothing.
+    For a task's methods that evaluate generated equations (thousands of operations). Called outside any
+    trace, it is compiled (`compiled_call`): run eagerly, JAX would dispatch, and compile, each operation on
+    its own. Called inside a trace (jax.jit, jax.vmap, jax.grad, a solver's loop), it joins the caller's
+    program as a nested call, traced once however many times the caller calls it: a Rosenbrock step evaluates
+    the field at its start, its stages and its end, and its solve is traced, batched and lowered with one
+    copy of the equations, not one a call (XLA then inlines the calls: the same computation). Python numbers are traced (`traced`), so a new
+    value of t or lam compiles nothing.
     """
 
     @functools.wraps(function)
     def wrapper(*arguments, **keywords):
-        if not _at_top_level():
-            return function(*arguments, **keywords)
         return compiled_call(function, traced(arguments), traced(keywords))
 
     return wrapper

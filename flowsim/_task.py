@@ -22,7 +22,7 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from flowsim._checks import Allowed, InvalidInput
-from flowsim._compile import compiled_when_eager
+from flowsim._compile import compiled_method
 from flowsim.schedules import AbstractSchedule, Constant
 
 __all__ = [
@@ -112,7 +112,7 @@ class AbstractTask(eqx.Module):
     def risk(self, t, y: Float[Array, " n"]) -> Float[Array, ""]:
         """The population risk at state y (and the scheduled parameter at time t)."""
 
-    @compiled_when_eager
+    @compiled_method
     def jacobian(self, t, y: Float[Array, " n"]) -> Float[Array, "n n"]:
         """The Jacobian of `vector_field` in y, [i, j] = d field_i / d y_j."""
         return jax.jacfwd(lambda x: self.vector_field(t, x))(y)

@@ -75,7 +75,7 @@ class _Decay:
     def __init__(self):
         self.traces = 0
 
-    @_compile.compiled_when_eager
+    @_compile.compiled_method
     def field(self, t, y, rate):
         self.traces += 1
         return -rate * jnp.exp(-t) * y**3
@@ -93,13 +93,22 @@ def test_a_method_called_eagerly_is_compiled_once_for_every_value_of_its_numbers
     assert decay.traces == 2
 
 
-def test_a_method_called_inside_a_trace_joins_it():
-    """Inside jax.jit, jax.vmap and jax.grad the method is the plain function, traced by the caller's trace."""
+def test_a_method_called_inside_a_trace_is_traced_once_and_joins_it():
+    """Inside jax.jit, jax.vmap and jax.grad the method joins the caller's program as one nested call, traced
+    once per shapes however many times the caller calls it (three calls: one trace, one inner program)."""
     decay, y = _Decay(), jnp.linspace(-1.0, 1.0, 5)
-    np.testing.assert_allclose(jax.jit(lambda y: decay.field(0.0, y, 2.0))(y), -2.0 * y**3, rtol=1e-15)
+
+    def thrice(y):
+        return decay.field(0.0, y, 2.0) + decay.field(0.5, y, 2.0) + decay.field(1.0, 2 * y, 3.0)
+
+    expected = -2.0 * y**3 - 2.0 * np.exp(-0.5) * y**3 - 3.0 * np.exp(-1.0) * (2 * y) ** 3
+    np.testing.assert_allclose(jax.jit(thrice)(y), expected, rtol=1e-15)
+    assert decay.traces == 1
+    calls = [eqn for eqn in jax.make_jaxpr(thrice)(y).eqns if "jaxpr" in eqn.params]
+    assert len(calls) == 3 and len({id(eqn.params["jaxpr"].jaxpr) for eqn in calls}) == 1
     np.testing.assert_allclose(jax.vmap(lambda y: decay.field(0.0, y, 2.0))(y), -2.0 * y**3, rtol=1e-15)
-    assert float(jax.grad(lambda y: decay.field(0.0, y, 2.0))(0.5)) == pytest.approx(-6.0 * 0.25, rel=1e-15)
-    assert decay.traces == 3
+    assert float(jax.grad(lambda y: decay.field(0.0, y, 2.0))(y[3])) == pytest.approx(-6.0 * 0.25, rel=1e-15)
+    assert decay.traces == 2  # vmap's rows and grad's point, both of shape (): a second trace, shared
     assert _Decay.field.__name__ == "field"
 
 

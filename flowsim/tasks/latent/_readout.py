@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowsim._checks import NON_NEGATIVE, SCALE, InvalidInput, as_key, at_least, check_choice, check_count
-from flowsim._compile import compiled_when_eager
+from flowsim._compile import compiled_method
 from flowsim._interrupt import ctrl_c_stops, run_interruptibly
 from flowsim._memory import Cost, Need, check_work, float_bytes
 from flowsim._status import Failure, Status
@@ -117,12 +117,12 @@ class Readout(AbstractTask):
     def _call(self, function, y):
         return function(*jnp.moveaxis(self._as_states(y), -1, 0), self.tau, self.sigma, self.eps)
 
-    @compiled_when_eager
+    @compiled_method
     def vector_field(self, t, y):
         """d/dt of the five overlaps under the gradient flow of (a, w) on the L = oo risk."""
         return self._call(_generated.readout_flow, y)
 
-    @compiled_when_eager
+    @compiled_method
     def risk(self, t, y):
         return self._call(_generated.readout_risk, y)
 

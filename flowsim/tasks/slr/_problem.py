@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flowsim._checks import NON_NEGATIVE, POSITIVE, InvalidInput, at_least, check_choice, concrete, python_scalar
-from flowsim._compile import compiled_when_eager
+from flowsim._compile import compiled_method
 from flowsim._task import AbstractTask, Parameter
 from flowsim.quadrature import GaussianRule, default_rule
 from flowsim.rosenbrock import Rodas5
@@ -196,7 +196,7 @@ class Problem(_Parameters):
     panels: ClassVar = ("kappa", "nu", "distance to M")
     projection_pairs: ClassVar = (("kappa", "nu"), ("theta", "eta"), ("kappa", "rho"))
 
-    @compiled_when_eager
+    @compiled_method
     def vector_field(self, t, y):
         """d/dt of the five overlaps under the projected gradient flow (docs/science.md section 5)."""
         y = self._as_states(y)
@@ -204,7 +204,7 @@ class Problem(_Parameters):
             return self._call(generated.flow, t, y)
         return self._by_rule(rule_flow, t, y)
 
-    @compiled_when_eager
+    @compiled_method
     def risk(self, t, y):
         """The full population risk E[(Y - T)^2] at overlaps y."""
         y = self._as_states(y)
@@ -227,14 +227,14 @@ class Problem(_Parameters):
         values = jax.lax.map(at, y.reshape(-1, 5), batch_size=_RULE_CHUNK)
         return values.reshape(*y.shape[:-1], *values.shape[1:])
 
-    @compiled_when_eager
+    @compiled_method
     def jacobian(self, t, y):
         y = self._as_states(y)
         if self.closed_form:
             return self._call(generated.jacobian, t, y)
         return self._by_rule(rule_jacobian, t, y)
 
-    @compiled_when_eager
+    @compiled_method
     def discrete_map(self, t, y, alpha):
         """One step of projected gradient descent with renormalisation, exact on the overlaps.
 
@@ -318,7 +318,7 @@ class ProblemOnManifold(_Parameters):
     def _lifted(self, y):
         return jnp.concatenate([y, jnp.zeros((*y.shape[:-1], 3), y.dtype)], axis=-1)
 
-    @compiled_when_eager
+    @compiled_method
     def vector_field(self, t, y):
         y = self._as_states(y)
         if self.closed_form:
@@ -326,12 +326,12 @@ class ProblemOnManifold(_Parameters):
         # M is invariant under every map's flow (measured: tests/test_maps.py), so its first two components are it.
         return self._full().vector_field(t, self._lifted(y))[..., :2]
 
-    @compiled_when_eager
+    @compiled_method
     def risk(self, t, y):
         y = self._as_states(y)
         return self._full().risk(t, self._lifted(y))
 
-    @compiled_when_eager
+    @compiled_method
     def jacobian(self, t, y):
         y = self._as_states(y)
         if self.closed_form:
