@@ -112,10 +112,12 @@ print(json.dumps({{"first": first, "run": min(runs), "options": flowsim._compile
 """
 
 
-def in_new_process(code: str, what: str) -> dict:
-    """Run `code` in a new process on one CPU device with an empty compilation cache; the JSON of its last line."""
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+def in_new_process(code: str, what: str, cache: str | None = None) -> dict:
+    """Run `code` in a new process on one CPU device; the JSON of its last line.
+
+    Its compilation cache is the folder `cache` (as another process left it), or else an empty one."""
+    with tempfile.TemporaryDirectory() as empty:
+        env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache or empty, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
         env.pop("XLA_FLAGS", None)  # one CPU device, whatever the caller's split
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if done.returncode:

@@ -117,8 +117,8 @@ def compiled_method(function: Callable) -> Callable:
     its own. Called inside a trace (jax.jit, jax.vmap, jax.grad, a solver's loop), it joins the caller's
     program as a nested call, traced once however many times the caller calls it: a Rosenbrock step evaluates
     the field at its start, its stages and its end, and its solve is traced, batched and lowered with one
-    copy of the equations, not one a call (XLA then inlines the calls: the same computation). Python numbers are traced (`traced`), so a new
-    value of t or lam compiles nothing.
+    copy of the equations, not one a call (XLA then inlines the calls: the same computation). Python numbers
+    are traced (`traced`), so a new value of t or lam compiles nothing.
     """
 
     @functools.wraps(function)
