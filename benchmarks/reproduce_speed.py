@@ -66,7 +66,9 @@ def run_reproduce(cache: str, devices: str | None, quick: bool, tree: str | None
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, "-m", "flowsim.cli", "reproduce", "--out", f"{out}/run", "--no-progress"]
         start = time.perf_counter()
-        subprocess.run([*command, *(["--quick"] if quick else [])], check=True, env=env, capture_output=True)
+        # Run from a folder outside any checkout: `python -m` puts the working folder first on sys.path, where a
+        # checkout's flowsim would shadow PYTHONPATH's (and --trees would time one tree twice).
+        subprocess.run([*command, *(["--quick"] if quick else [])], check=True, env=env, capture_output=True, cwd=out)
         return time.perf_counter() - start
 
 

@@ -119,8 +119,10 @@ def logged_programs(build, kind: str | None = None) -> LoggedPrograms:
     """The compiled program that runs a training defined per seed, in segments the host strings together.
 
     Made once, at import (module level), so that its compilations are reused: a segment is one program
-    for the run's whole length, and, holding no host callback, it is also kept by JAX's persistent
-    compilation cache. Between two segments the host looks for Ctrl-C (`flowsim._interrupt`).
+    for the run's whole length and its logging cadence (both traced: a sweep over lr at a fixed t_end, whose
+    runs log every steps / logs steps, reuses it wherever its segments hold as many logging blocks and its
+    chunks as many steps), and, holding no host callback, it is also kept by JAX's persistent compilation
+    cache. Between two segments the host looks for Ctrl-C (`flowsim._interrupt`).
 
     **Arguments:**
 
@@ -135,8 +137,9 @@ def logged_programs(build, kind: str | None = None) -> LoggedPrograms:
     **Returns:** a `LoggedPrograms` for `run_logged`.
     """
 
-    def segment(shared, per_seed, carry, first, config, layout):
-        blocks, logs, log_every, largest_chunk, sharded = layout
+    def segment(shared, per_seed, carry, first, lengths, config, layout):
+        blocks, chunk, sharded = layout
+        logs, log_every = lengths  # traced: a sweep whose runs log at other cadences reuses the program
 
         def one_seed(seed_and_carry, first):
             seed, carry = seed_and_carry
@@ -145,7 +148,6 @@ def logged_programs(build, kind: str | None = None) -> LoggedPrograms:
             # The first segment (first == 0) is given a placeholder: it starts from the seed's start.
             start = (run.state, zero, jnp.asarray(-1))
             carry = jax.tree.map(lambda fresh, given: jnp.where(first == 0, fresh, given), start, carry)
-            chunk = _chunk_size(log_every, largest_chunk) if run.draw is not None else log_every
 
             def one_step(carry, noise):
                 state, index, first_bad = carry
@@ -156,16 +158,16 @@ def logged_programs(build, kind: str | None = None) -> LoggedPrograms:
                 state = jax.tree.map(lambda x: jnp.where(bad, jnp.nan, x), state)
                 return (state, index + 1, first_bad), None
 
-            def one_chunk(carry, _):
+            def one_chunk(_, carry):
                 noise = None if run.draw is None else jax.vmap(run.draw)(carry[1] + jnp.arange(chunk))
-                return jax.lax.scan(one_step, carry, noise, length=chunk)[0], None
+                return jax.lax.scan(one_step, carry, noise, length=chunk)[0]
 
             def one_block(carry, number):
                 # Block first - 1 only logs the carry it is given (the start, in the first segment); the last
                 # segment may reach past the run's end: those blocks are skipped (and dropped).
                 carry = jax.lax.cond(
                     (number >= first) & (number < logs),
-                    lambda c: jax.lax.scan(one_chunk, c, None, length=log_every // chunk)[0],
+                    lambda c: jax.lax.fori_loop(0, log_every // chunk, one_chunk, c),
                     lambda c: c,
                     carry,
                 )
@@ -182,13 +184,21 @@ def logged_programs(build, kind: str | None = None) -> LoggedPrograms:
 
 def _placeholder_carry(programs: LoggedPrograms, shared, per_seed, config, sharded: bool):
     """Zeros shaped like every seed's (state, step, first bad step), placed like `per_seed`: the first
-    segment's carry, which it replaces by each seed's start (shapes only: nothing is compiled)."""
+    segment's carry, which it replaces by each seed's start (shapes only: nothing is compiled); and whether
+    the training draws its steps' random numbers in bulk (`LoggedSteps.draw`)."""
     one_seed = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), per_seed)
-    state = jax.eval_shape(lambda seed: programs.build(shared, seed, config).state, one_seed)
+    draws = []
+
+    def start(seed):
+        run = programs.build(shared, seed, config)
+        draws.append(run.draw is not None)
+        return run.state
+
+    state = jax.eval_shape(start, one_seed)
     rows = jax.tree.leaves(per_seed)[0].shape[0]
     zero = jnp.asarray(0)
     carry = jax.tree.map(lambda x: np.zeros((rows, *x.shape), x.dtype), (state, zero, zero))
-    return shard_batch(carry).value if sharded else jax.tree.map(jnp.asarray, carry)
+    return (shard_batch(carry).value if sharded else jax.tree.map(jnp.asarray, carry)), draws[0]
 
 
 def run_logged(
@@ -207,22 +217,25 @@ def run_logged(
     The steps run in compiled segments of about `CHECK_EVERY` steps (whole logging blocks); between two,
     the host looks for Ctrl-C (`flowsim._interrupt.stopped`) and, if asked, stops there: the later logs
     are NaN and `stopped_at` says where. Call it through `run_interruptibly`. A chunk of steps whose noise
-    is drawn at once is the largest divisor of log_every up to `largest_chunk` steps.
+    is drawn at once is the largest divisor of log_every up to `largest_chunk` steps (a training without
+    bulk draws runs its steps one at a time, whatever log_every).
 
     **Returns:** `record(state, n)` at n = 0, log_every, ..., each item stacked as (seeds, logs + 1, ...),
     then the first step whose state was not finite per seed (-1 if none), then the step at which Ctrl-C
     stopped the run per seed (-1 if none).
     """
     blocks = min(logs, max(1, CHECK_EVERY // log_every))
-    layout = (blocks, logs, log_every, largest_chunk, sharded)
-    carry = _placeholder_carry(programs, shared, per_seed, config, sharded)
+    carry, draws = _placeholder_carry(programs, shared, per_seed, config, sharded)
+    # Static: the segment's blocks and a chunk's steps (a training without bulk draws runs one step a chunk).
+    layout = (blocks, _chunk_size(log_every, largest_chunk) if draws else 1, sharded)
+    lengths = jnp.asarray([logs, log_every])
     pieces, initial, stopped_at = [], None, -1
     for first in range(0, logs, blocks):
         # The first segment always runs: it holds the start, which a stopped run keeps too.
         if first and stopped():
             stopped_at = first * log_every
             break
-        carry, logged = programs.segment(shared, per_seed, carry, jnp.asarray(first), config, layout)
+        carry, logged = programs.segment(shared, per_seed, carry, jnp.asarray(first), lengths, config, layout)
         jax.block_until_ready(carry)  # one segment at a time: the next check comes after this one ran
         initial = [values[:, 0] for values in logged] if initial is None else initial
         pieces.append([values[:, 1:] for values in logged])

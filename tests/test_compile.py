@@ -140,6 +140,34 @@ def test_a_trainings_segments_compile_with_the_options_of_its_kind(monkeypatch):
         sgd.logged_programs(halving, "fast")
 
 
+@pytest.mark.parametrize("drawn", [False, True], ids=["steps", "steps with bulk draws"])
+def test_a_training_logged_at_another_cadence_reuses_its_segment(drawn):
+    """The logging cadence and the run's length are traced: two runs logging every 1 and every 3 steps (two
+    blocks a segment each) trace the segment once and log each its own steps. With draws in bulk, the
+    cadences 4 and 12 share their chunk of 4 steps."""
+    from flowsim import sgd
+
+    traces = []
+
+    def step(state, n, noise=0.0):
+        traces.append(n)
+        return state / 2 + noise
+
+    def halving(shared, seed, config):
+        draw = (lambda n: jnp.zeros(())) if drawn else None
+        return sgd.LoggedSteps(seed, step, lambda state, n: [state, n], draw)
+
+    programs, cadences = sgd.logged_programs(halving), ((4, 12) if drawn else (1, 3))
+    for log_every in cadences:
+        logged, steps, first_bad, _ = sgd.run_logged(
+            programs, (), jnp.ones((2, 3)), None, logs=2, log_every=log_every, largest_chunk=4
+        )
+        np.testing.assert_array_equal(steps[0], [0, log_every, 2 * log_every])
+        np.testing.assert_array_equal(logged[1, :, 2], 0.5 ** np.array([0, log_every, 2 * log_every]))
+        np.testing.assert_array_equal(first_bad, [-1, -1])
+    assert len(traces) == 1
+
+
 # Threefry-2x32 with 20 rounds: the known-answer vectors of its authors (Salmon et al., "Parallel random numbers:
 # as easy as 1, 2, 3", SC 2011; Random123's kat_vectors), as (key, counter, output) pairs.
 THREEFRY_KNOWN_ANSWERS = [
