@@ -112,14 +112,19 @@ print(json.dumps({{"first": first, "run": min(runs), "options": flowsim._compile
 """
 
 
-def in_new_process(code: str, what: str, cache: str | None = None) -> dict:
+def in_new_process(code: str, what: str, cache: str | None = None, tree: str | None = None) -> dict:
     """Run `code` in a new process on one CPU device; the JSON of its last line.
 
-    Its compilation cache is the folder `cache` (as another process left it), or else an empty one."""
+    Its compilation cache is the folder `cache` (as another process left it), or else an empty one; its flowsim
+    the checkout `tree` (PYTHONPATH), if given, else the installed one."""
     with tempfile.TemporaryDirectory() as empty:
         env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache or empty, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
         env.pop("XLA_FLAGS", None)  # one CPU device, whatever the caller's split
-        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        if tree is not None:
+            env["PYTHONPATH"] = tree
+        # From a folder outside any checkout: `python -c` puts the working folder first on sys.path, where a
+        # checkout's flowsim would shadow the one asked for.
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=empty)
     if done.returncode:
         raise SystemExit(f"{what} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

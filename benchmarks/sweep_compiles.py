@@ -11,14 +11,11 @@ Usage: python benchmarks/sweep_compiles.py --trees BEFORE AFTER [--rounds 2]
 """
 
 import argparse
-import json
 import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
-# Sibling script: run this one as python benchmarks/sweep_compiles.py.
+# Sibling scripts: run this one as python benchmarks/sweep_compiles.py.
+from compile_options import in_new_process
 from sgd_cost import machine
 
 CHILD = """
@@ -48,15 +45,7 @@ print(json.dumps({"seconds": seconds, "compiles": len(compiles), "compile_second
 
 def measure(tree: str) -> dict:
     """The sweep in a new process importing flowsim from `tree`, one CPU device, an empty compilation cache."""
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, PYTHONPATH=tree, JAX_COMPILATION_CACHE_DIR=cache)
-        env.pop("XLA_FLAGS", None)
-        # From a folder outside any checkout: `python -c` puts the working folder first on sys.path, where a
-        # checkout's flowsim would shadow PYTHONPATH's.
-        done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, cwd=cache)
-    if done.returncode:
-        raise SystemExit(f"{tree} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return in_new_process(CHILD, tree, tree=tree)
 
 
 def main():
