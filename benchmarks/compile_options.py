@@ -137,6 +137,13 @@ def measure(workload: str, defaults: bool) -> dict:
     return in_new_process(code, workload)
 
 
+def checkout(path: str) -> str:
+    """argparse type of a --trees entry: a checkout of flowsim (a folder holding flowsim/__init__.py)."""
+    if not os.path.isfile(os.path.join(path, "flowsim", "__init__.py")):
+        raise argparse.ArgumentTypeError(f"{path!r} is not a checkout of flowsim (no flowsim/__init__.py there)")
+    return path
+
+
 def parse_workloads(description: str, workloads: dict) -> argparse.Namespace:
     """The command line of a script that alternates two settings over named workloads: --rounds, --workloads."""
     parser = argparse.ArgumentParser(description=description)

@@ -31,6 +31,7 @@ import time
 
 import jax
 import numpy as np
+from compile_options import checkout  # sibling script: run this one as python benchmarks/reproduce_speed.py
 
 from flowsim import slr
 from flowsim.tasks.slr import _generated as generated
@@ -43,12 +44,9 @@ def parse_args():
     parser.add_argument("--quick", action="store_true", help="flowsim reproduce --quick, fewer timed steps")
     parser.add_argument("--steps", type=int, default=300, help="steps of the authors' loops timed")
     parser.add_argument("--single-device", action="store_true", help="also time one JAX device")
-    parser.add_argument("--trees", nargs=2, metavar=("BEFORE", "AFTER"), help="two checkouts to compare")
+    parser.add_argument("--trees", nargs=2, type=checkout, metavar=("BEFORE", "AFTER"), help="two checkouts to compare")
     parser.add_argument("--rounds", type=int, default=2, help="alternations of the two trees")
     args = parser.parse_args()
-    for tree in args.trees or ():
-        if not os.path.isfile(os.path.join(tree, "flowsim", "__init__.py")):
-            parser.error(f"--trees: {tree!r} is not a checkout of flowsim (no flowsim/__init__.py there)")
     if args.quick:
         args.steps = 50
     return args

@@ -12,10 +12,9 @@ Usage: python benchmarks/sweep_compiles.py --trees BEFORE AFTER [--rounds 2]
 
 import argparse
 import os
-from pathlib import Path
 
 # Sibling scripts: run this one as python benchmarks/sweep_compiles.py.
-from compile_options import in_new_process
+from compile_options import checkout, in_new_process
 from sgd_cost import machine
 
 CHILD = """
@@ -50,12 +49,11 @@ def measure(tree: str) -> dict:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trees", nargs=2, metavar=("BEFORE", "AFTER"), required=True, help="two checkouts")
+    parser.add_argument(
+        "--trees", nargs=2, type=checkout, metavar=("BEFORE", "AFTER"), required=True, help="two checkouts"
+    )
     parser.add_argument("--rounds", type=int, default=2, help="alternated pairs of processes (>= 1)")
     args = parser.parse_args()
-    for tree in args.trees:
-        if not (Path(tree) / "flowsim" / "__init__.py").is_file():
-            parser.error(f"--trees: {tree!r} is not a checkout of flowsim (no flowsim/__init__.py there)")
     if args.rounds < 1:
         parser.error(f"--rounds must be >= 1, got {args.rounds}")
     print(f"# the step-size sweep: {machine()}; load average at start {os.getloadavg()[0]:.2f}")
