@@ -10,6 +10,7 @@ that every start converges well within t_max.
 """
 
 import dataclasses
+import io
 
 import jax
 import matplotlib
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_rgb
 from matplotlib.contour import ContourSet
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.text import Text
 
 from flowsim import Status, Trajectories, figures, slr
@@ -228,6 +230,32 @@ def test_trajectory_projections_reject_bad_arguments():
         figures.trajectory_projections(solved, PROBLEM, pairs=[("kappa", "nu"), ("theta", "eta")], ax=[None])
     with pytest.raises(ValueError, match="unknown coordinate"):
         figures.trajectory_projections(solved, PROBLEM, pairs=[("kappa", "mu")])
+
+
+class _CountedLayout(ConstrainedLayoutEngine):
+    """Constrained layout that counts its runs."""
+
+    runs = 0
+
+    def execute(self, fig):
+        self.runs += 1
+        return super().execute(fig)
+
+
+def test_save_figure_lays_the_figure_out_once_and_keeps_its_layout_engine(tmp_path):
+    engine = _CountedLayout()
+    fig, ax = plt.subplots(layout=engine)
+    ax.plot([1, 10], [1e-3, 10])
+    ax.set(yscale="log", xlabel="step", ylabel=r"$R - \varepsilon^2$")
+    fig.savefig(io.BytesIO(), format="png", dpi=150, bbox_inches="tight")
+    png_alone, engine.runs = engine.runs, 0
+    figures.save_figure(fig, tmp_path / "risk")
+    # PNG and PDF are written with the one layout the PNG's drawing computed; the figure lays out again when drawn.
+    assert engine.runs == png_alone == 1
+    assert fig.get_layout_engine() is engine
+    fig.canvas.draw()
+    plt.close(fig)
+    assert engine.runs == 2
 
 
 def test_save_figure_keeps_dots_and_drops_an_image_suffix(tmp_path):
