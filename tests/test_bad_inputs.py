@@ -112,6 +112,11 @@ CLI_CASES = [
     ),
     ("latent risk --sigma 0", 2, "flowsim latent risk: error: --sigma must be a number in [1e-50, 1e50], got 0.0"),
     (
+        "latent mixture --n-test 1",
+        2,
+        "flowsim latent mixture: error: --n-test must be an integer >= 2, got 1",
+    ),
+    (
         "latent error --kernel-max-L 65536",
         2,
         "flowsim latent error: error: this run would need about 12.5 TiB of memory, more than the 16 GiB available "
@@ -406,6 +411,12 @@ def _api_cases():
             lambda: latent.TiltedGaussian("abc"),
             InvalidInput,
             "TiltedGaussian.Sigma must be an array of numbers, got 'abc'",
+        ),
+        (
+            "mixture_posterior(0, mixture, [4], n_test=1)",
+            lambda: latent.mixture_posterior(0, latent.LocationMixture(np.zeros((2, 1))), [4], n_test=1),
+            InvalidInput,
+            "n_test must be an integer >= 2, got 1",
         ),
         (
             "attention_error(0, TiltedGaussian(np.eye(2)), np.zeros(3), ...)",

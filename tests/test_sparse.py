@@ -7,6 +7,7 @@ import gc
 import itertools
 import logging
 import math
+import warnings
 
 import equinox as eqx
 import jax
@@ -283,6 +284,22 @@ def test_the_fits_recover_their_law_and_the_selection_names_it():
         sparse.fit_scaling(T[:3], [1.0, np.inf, 3.0])
     with pytest.raises(ValueError, match="sigma must hold one positive number per m"):
         sparse.fit_scaling(T[:3], [1.0, 2.0, 3.0], [1.0, 0.0, 1.0])
+
+
+def test_a_fit_whose_intercept_converges_to_zero_has_the_closed_form_covariance():
+    """m* = log2 T, as a tiny sweep's l1 control gives at s = 1: the log law fits it exactly with a = 0. The intervals
+    are those of weighted linear least squares in closed form, (J^T W J)^-1 with W = 1 / sigma^2 (the sigmas
+    known), to 1e-9, and no warning; a finite difference in a = 1e-15 had left the covariance infinite."""
+    T, sigma = np.array([16.0, 64.0, 256.0]), np.array([0.5, 0.4, 0.6])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = sparse.fit_scaling(T, np.log2(T), sigma)["log"]
+    J = np.stack([np.ones_like(T), np.log(T)], axis=-1)
+    half = 1.96 * np.sqrt(np.diag(np.linalg.inv(J.T @ (J / sigma[:, None] ** 2))))
+    assert (fit.a, fit.b) == pytest.approx((0.0, 1 / np.log(2)), abs=1e-9)
+    assert np.array([fit.a_interval, fit.b_interval]) == pytest.approx(
+        np.array([[-1, 1], [-1, 1]]) * half[:, None] + [[fit.a], [fit.b]], abs=1e-9
+    )
 
 
 def test_the_sweep_command(tmp_path):

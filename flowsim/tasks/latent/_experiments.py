@@ -539,7 +539,7 @@ def mixture_posterior(
     evaluated on n_test others.
 
     **Arguments:** `key`; `mixture`: a `LocationMixture`; `Ls`; `heads`: numbers of heads (each >= 1); `tilt` > 0;
-    `n_train`, `n_test`; `steps`, `lr`: the read-out's Adam.
+    `n_train`; `n_test` (>= 2, for the standard error); `steps`, `lr`: the read-out's Adam.
 
     **Returns:** a `MixturePosterior`.
     """
@@ -549,9 +549,8 @@ def mixture_posterior(
     Ls = np.array([check_count("Ls", L, 1) for L in Ls])
     heads = np.array([check_count("heads", h, 1) for h in heads])
     tilt = check_positive("tilt", tilt)
-    n_train, n_test, steps = (
-        check_count(n, v, 1) for n, v in (("n_train", n_train), ("n_test", n_test), ("steps", steps))
-    )
+    n_train, steps = (check_count(n, v, 1) for n, v in (("n_train", n_train), ("steps", steps)))
+    n_test = check_count("n_test", n_test, 2)  # the standard error of the mean distance needs two
     check_work("mixture_posterior", *mixture_posterior_work(mixture, Ls, heads, n_train, n_test, steps))
     d = mixture.locations.shape[1]
     directions = [np.zeros(d)] + [tilt * np.sign(0.5 - (h // d) % 2) * np.eye(d)[h % d] for h in range(heads.max() - 1)]

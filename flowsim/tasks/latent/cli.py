@@ -173,7 +173,7 @@ def _mixture_options(parser) -> None:
     option(parser, "--heads", comma_separated(at_least(1)), "1,2,3", "numbers of heads, comma-separated")
     option(parser, "--tilt", float, 1.0, "|a| of the tilted heads", POSITIVE)
     option(parser, "--n-train", int, 4000, "sequences the read-out is fitted on", at_least(1))
-    option(parser, "--n-test", int, 4000, "held-out sequences", at_least(1))
+    option(parser, "--n-test", int, 4000, "held-out sequences (two at least: the standard error)", at_least(2))
     output_options(parser, "latent mixture")
 
 

@@ -108,6 +108,17 @@ def _law(formula):
     }[formula]
 
 
+def _law_jacobian(formula):
+    """The law's derivatives in (a, b), one column each. Given to the fit, so that its covariance is exact: a
+    finite difference in a parameter that converged near 0 steps below float64's resolution of the law's values,
+    which left a zero column and an infinite covariance (an exact fit m* = log2 T did)."""
+    return {
+        "a + b ln T": lambda T, a, b: np.stack([np.ones_like(T), np.log(T)], axis=-1),
+        "a + b T": lambda T, a, b: np.stack([np.ones_like(T), T], axis=-1),
+        "a T^b": lambda T, a, b: np.stack([T**b, a * T**b * np.log(T)], axis=-1),
+    }[formula]
+
+
 def fit_scaling(T, m, sigma=None) -> dict[str, Fit]:
     """Fits of m* against T by the laws of `LAWS`, weighted by the noise of each m*.
 
@@ -139,7 +150,9 @@ def fit_scaling(T, m, sigma=None) -> dict[str, Fit]:
             a = float(np.sum(weights * m) / np.sum(weights))
             params, covariance = np.array([a, 0.0]), np.diag([1.0 / np.sum(weights), 0.0])
         else:
-            params, covariance = scipy.optimize.curve_fit(law, T, m, p0=start, sigma=sigma, absolute_sigma=True)
+            params, covariance = scipy.optimize.curve_fit(
+                law, T, m, p0=start, sigma=sigma, absolute_sigma=True, jac=_law_jacobian(formula)
+            )
         fitted = law(T, *params)
         residuals = m - fitted
         chi2 = float(np.sum((residuals / sigma) ** 2))
