@@ -496,6 +496,12 @@ def implicit_steps(t_span: float, rtol: float = RTOL) -> float:
     return ACCURACY_STEPS * float(t_span) * float(rtol) ** -0.25
 
 
+def _steps(estimate: float) -> str:
+    """An estimated number of steps in words: a span shorter than one step is said so (the rule compares the
+    two solvers' rates, the same at every span, so it still chooses)."""
+    return f"about {estimate:.2g} steps" if estimate >= 1 else f"less than one step ({estimate:.2g})"
+
+
 def choose_solver(task, y0, t_span: float, t: float = 0.0, rtol: float = RTOL) -> tuple[diffrax.AbstractSolver, str]:
     """The solver for a flow from these starts: explicit Tsit5, or `Rodas5` where the flow is stiff.
 
@@ -510,9 +516,9 @@ def choose_solver(task, y0, t_span: float, t: float = 0.0, rtol: float = RTOL) -
     """
     explicit, implicit = explicit_steps(task, y0, t_span, t), implicit_steps(t_span, rtol)
     estimate = (
-        f"an explicit solver needs about {explicit:.2g} steps per trajectory (the Jacobian's spectral radius at "
-        f"the starts and targets over a span of t = {t_span:g}, over its stability bound), a linearly implicit one "
-        f"about {implicit:.2g} at rtol {rtol:g}, each costing {IMPLICIT_STEP_COST:g} explicit steps"
+        f"an explicit solver needs {_steps(explicit)} per trajectory (the Jacobian's spectral radius at the "
+        f"starts and targets over a span of t = {t_span:g}, over its stability bound), a linearly implicit one "
+        f"{_steps(implicit)} at rtol {rtol:g}, each costing {IMPLICIT_STEP_COST:g} explicit steps"
     )
     if explicit > IMPLICIT_STEP_COST * implicit:
         return Rodas5(), f"the flow is stiff: {estimate}; solving with the linearly implicit Rodas5"

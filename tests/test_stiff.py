@@ -263,9 +263,13 @@ def test_solver_rule_takes_rodas5_where_the_flow_is_stiff(key):
     assert estimates[0] < loose < tight < estimates[1], (estimates, loose, tight)
     assert isinstance(choose_solver(small, starts[0], 100.0)[0], diffrax.Tsit5)
     assert isinstance(choose_solver(small, starts[0], 100.0, rtol=1e-8)[0], diffrax.Tsit5)
-    for problem, m0 in zip((middle, large), starts[1:], strict=True):
+    for problem, m0, estimate in zip((middle, large), starts[1:], estimates[1:], strict=True):
         solver, why = choose_solver(problem, m0, 100.0)
         assert isinstance(solver, Rodas5) and "stiff" in why and "Rodas5" in why
+        assert f"an explicit solver needs about {estimate:.2g} steps per trajectory" in why, why
+    # A span shorter than one step of either solver is said so (the rule, on rates, still chooses).
+    brief = choose_solver(middle, starts[1], 1e-9)[1]
+    assert brief.count("less than one step (") == 2 and "about" not in brief, brief
 
 
 def test_a_decaying_schedule_makes_the_explicit_estimate_the_integral_of_the_radius(key):
