@@ -1,11 +1,12 @@
 """JAX's Threefry hash on the CPU: flowsim's lowering (its rounds written out) against JAX's (a loop).
 
-`flowsim._config` lowers the hash behind every `jax.random` draw, split and fold_in without JAX's CPU loop; the
-bits are the same. Each workload runs in a new process with an empty compilation cache, once as flowsim runs
-it and once with JAX's own CPU lowering put back before anything compiles, alternating, `--rounds` times; a
-process times its workload's first call (tracing, compiling and running) and the fastest of its later calls
-(running), and prints a checksum of the results. The random bits are the same under both lowerings; the
-programs around them differ, and XLA may then order a sum differently: the checksums must agree to 1e-12.
+`flowsim._config` lowers the hash behind every `jax.random` draw, split and fold_in without JAX's CPU loop, on the
+jaxlib releases of `flowsim._config.UNROLLED_RELEASES` (on others both ways below are JAX's); the bits are the
+same. Each workload runs in a new process with an empty compilation cache, once as flowsim runs it and once with
+JAX's own CPU lowering put back before anything compiles, alternating, `--rounds` times; a process times its
+workload's first call (tracing, compiling and running) and the fastest of its later calls (running), and prints a
+checksum of the results. The random bits are the same under both lowerings; the programs around them differ, and
+XLA may then order a sum differently: the checksums must agree to 1e-12.
 
 - chain: the paper's SGD chain on the overlaps (d = 80, L = 10, batch 5) for 30 seeds, 20 000 steps;
 - sgd_rd: online SGD in R^d as notebook 4 runs it (d = 40, L = 10, batch 16, 8 seeds, 1 600 steps);
