@@ -12,6 +12,8 @@
   "Python 3.13's hang"), so there, and on any release not measured, JAX's own lowering stays.
 """
 
+import re
+
 import jax
 import jaxlib
 from jax.interpreters import mlir
@@ -26,9 +28,9 @@ UNROLLED_RELEASES = frozenset({(0, 10)})
 
 
 def release(version: str) -> tuple[int, int]:
-    """(major, minor) of a version string such as "0.12.0.1"."""
-    major, minor = version.split(".")[:2]
-    return int(major), int(minor)
+    """(major, minor) of a version string such as "0.12.0.1" or "1.0rc1"; (0, 0) for one that starts otherwise."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
 
 
 def _threefry_unrolled_on_cpu(jaxlib_version: str) -> bool:
