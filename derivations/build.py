@@ -39,6 +39,6 @@ def generate(root: Path) -> list[Path]:
         for relative, text in contents.items():
             path = root / relative
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            path.write_text(text, encoding="utf-8")
             written.append(path)
     return written

@@ -74,7 +74,7 @@ def earlier_run(folder) -> dict | None:
     flowsim too old to mark its records) is not, and such a folder is never deleted nor resumed.
     """
     try:
-        record = json.loads((Path(folder) / "run.json").read_text())
+        record = json.loads((Path(folder) / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) and record.get("schema") == SCHEMA else None

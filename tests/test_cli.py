@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from flowsim import results, slr
-from flowsim.cli import main
+from flowsim.cli import command, main
 from flowsim.derivations.build import GENERATED_FILES
 from flowsim.integrate import evaluate
 from flowsim.tasks.slr import _generated as generated
@@ -321,6 +321,37 @@ def test_sgd_writes_the_same_numbers_for_the_same_seed(processes, tmp_path):
     np.testing.assert_allclose(_column(rows, "lam"), 2.0 / (1 + 1e-3 * step), rtol=1e-15)
     risk = evaluate(generated.risk, *_overlaps(rows).T, D, L, _column(rows, "lam"), math.sqrt(0.5), 0.1)
     np.testing.assert_allclose(_column(rows, "risk"), risk, rtol=1e-12)
+
+
+def _command(monkeypatch, stdout, out: Path) -> int:
+    """`command()`, the executable's entry, in this process: the SGD run of `SGD` into `out`, printing into `stdout`."""
+    monkeypatch.setattr(sys, "stdout", stdout)
+    monkeypatch.setattr(sys, "argv", ["flowsim", *SGD.split(), "--out", str(out), "--no-progress"])
+    return command()
+
+
+def test_a_name_the_console_cannot_show_is_escaped(tmp_path, monkeypatch):
+    """An ASCII console (PYTHONIOENCODING=ascii) and a folder named "résultats": exit 0 and the name printed escaped,
+    not a finished run ended as an internal error by its list of files."""
+    console = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    assert _command(monkeypatch, console, tmp_path / "résultats") == 0
+    console.flush()
+    assert f"{tmp_path}/r\\xe9sultats/run.json" in console.buffer.getvalue().decode("ascii")
+    assert _record(tmp_path / "résultats")["status"] == "ok"
+
+
+def test_a_reader_that_stops_early_does_not_end_the_run(tmp_path, monkeypatch):
+    """`flowsim sgd | head -1`: the pipe's reader is gone before the run prints; the run goes on to exit 0, every file
+    written (a print into the closed pipe used to end it as an internal error, its figures unwritten)."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    pipe = io.TextIOWrapper(io.FileIO(writer, "w"), encoding="utf-8", line_buffering=True)
+    try:
+        assert _command(monkeypatch, pipe, tmp_path) == 0
+    finally:
+        pipe.close()  # into os.devnull by then
+    _assert_files(tmp_path, ["trajectories.csv", "sgd.png", "sgd.pdf"])
+    assert _record(tmp_path)["status"] == "ok"
 
 
 def test_a_diverging_sgd_run_exits_1_and_keeps_its_results(tmp_path, capsys):

@@ -30,6 +30,7 @@ from pathlib import Path
 from flowsim._checks import InvalidInput
 from flowsim._interrupt import checking, ctrl_c_kept
 from flowsim._memory import announcing, long_runs_allowed
+from flowsim.cli._console import keep_printing_harmless
 from flowsim.commands import parts
 from flowsim.commands.options import Command, Parser, check, output_options
 from flowsim.tasks import TASKS
@@ -55,16 +56,17 @@ def _derive(args) -> int:
         # generate() writes in place: into a scratch folder first, then each file atomically into --out.
         with tempfile.TemporaryDirectory(dir=record.folder, prefix=".derive-") as scratch:
             for path in generate(Path(scratch)):
-                record.write_text(path.relative_to(scratch).as_posix(), path.read_text())
+                record.write_text(path.relative_to(scratch).as_posix(), path.read_text(encoding="utf-8"))
     checkout = installed.parent
     same = {}
     for name in record.files:
         reference = checkout / name
-        same[name] = reference.read_text() == (record.folder / name).read_text() if reference.exists() else None
+        written = (record.folder / name).read_text(encoding="utf-8")
+        same[name] = reference.read_text(encoding="utf-8") == written if reference.exists() else None
     record.summary["same_as_installed"] = same
     for name in record.files:
         if name.endswith(".md"):
-            print(_equation_listing((record.folder / name).read_text()))
+            print(_equation_listing((record.folder / name).read_text(encoding="utf-8")))
             print()
     for name, equal in same.items():
         verdict = {True: "identical to", False: "DIFFERS from", None: "no counterpart at"}[equal]
@@ -172,6 +174,7 @@ def command() -> int:
     """
     from flowsim.devices import use_host_cores
 
+    keep_printing_harmless()
     try:
         use_host_cores()
     except ValueError as error:  # a bad FLOWSIM_HOST_DEVICES: invalid input, said in one line
