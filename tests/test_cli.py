@@ -354,6 +354,27 @@ def test_a_reader_that_stops_early_does_not_end_the_run(tmp_path, monkeypatch):
     assert _record(tmp_path)["status"] == "ok"
 
 
+def test_a_cache_folder_that_cannot_be_made_is_said_and_skipped(tmp_path, monkeypatch, capsys):
+    """A compilation cache under a regular file (as a read-only home would refuse it): one note on stderr, the cache
+    off for the run, instead of JAX's warnings at every compile."""
+    from flowsim.cli import _compilation_cache
+
+    folder = tmp_path / "a-file" / "jax"
+    folder.parent.write_text("")
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(folder))
+    enabled, before = jax.config.jax_enable_compilation_cache, jax.config.jax_compilation_cache_dir
+    try:
+        _compilation_cache()
+        assert jax.config.jax_enable_compilation_cache is False
+        assert jax.config.jax_compilation_cache_dir == before
+    finally:
+        jax.config.update("jax_enable_compilation_cache", enabled)
+    assert capsys.readouterr().err == (
+        f"flowsim: note: compiled programs are not kept for the next run: {folder} cannot be written (Not a "
+        "directory); JAX_COMPILATION_CACHE_DIR=FOLDER names another, FLOWSIM_COMPILATION_CACHE=0 none\n"
+    )
+
+
 def test_a_diverging_sgd_run_exits_1_and_keeps_its_results(tmp_path, capsys):
     """In this process, on the overlaps with the demo's sizes (its compiled chain serves)."""
     arguments = f"sgd --d {D} --L {L} --steps {SAVES - 1} --log-every 1 --seeds {N} --lr 1e300 --out {tmp_path}"

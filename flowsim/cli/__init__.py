@@ -19,6 +19,7 @@ inside the commands.
 import argparse
 import contextlib
 import difflib
+import errno
 import importlib
 import os
 import sys
@@ -239,15 +240,31 @@ def _compilation_cache() -> None:
     """Keep compiled programs between runs (JAX's persistent cache): a second run of a command skips compiling.
 
     In JAX_COMPILATION_CACHE_DIR if set, else in the user's cache folder; FLOWSIM_COMPILATION_CACHE=0 turns
-    it off. The cache is keyed by the program, JAX's version and the device, so it is never stale.
+    it off. The cache is keyed by the program, JAX's version and the device, so it is never stale. A folder
+    that cannot be made or written (a read-only home, as on some clusters' compute nodes) is said in one
+    line, and the run goes on without the cache.
     """
     import jax
 
     if os.environ.get("FLOWSIM_COMPILATION_CACHE", "1") == "0":
         return
-    if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flowsim" / "jax"
-        jax.config.update("jax_compilation_cache_dir", str(cache))
+    folder = Path(
+        os.environ.get("JAX_COMPILATION_CACHE_DIR")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flowsim" / "jax"
+    )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK):
+            raise PermissionError(errno.EACCES, "not writable")
+    except OSError as error:
+        print(
+            f"flowsim: note: compiled programs are not kept for the next run: {folder} cannot be written "
+            f"({error.strerror}); JAX_COMPILATION_CACHE_DIR=FOLDER names another, FLOWSIM_COMPILATION_CACHE=0 none",
+            file=sys.stderr,
+        )
+        jax.config.update("jax_enable_compilation_cache", False)
+        return
+    jax.config.update("jax_compilation_cache_dir", str(folder))
     # Every program: most of flowsim's compile in a second or two, and a run compiles dozens.
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
