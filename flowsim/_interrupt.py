@@ -7,6 +7,10 @@ slices (so that the handler runs at once). A computation is cut into compiled se
 reads the flag between them (`stopped`): an SGD run every thousand steps or so, a solve every few
 percent of its time span. Either stops there with the states it reached, and the caller raises `Interrupted`, which
 carries that partial result. A second Ctrl-C raises KeyboardInterrupt at once.
+
+The command line (`ctrl_c_kept(terminate=True)`) treats SIGTERM, what a batch scheduler sends at a job's time limit
+and `kill` by default, as it treats Ctrl-C: the run stops within a second or so and keeps what it computed, where
+SIGTERM's default action would end the process at once.
 """
 
 import concurrent.futures
@@ -25,6 +29,7 @@ __all__ = [
     "checking_enabled",
     "ctrl_c_kept",
     "ctrl_c_stops",
+    "interruption",
     "raise_if_ctrl_c",
     "run_interruptibly",
     "stopped",
@@ -38,6 +43,10 @@ _REPORTED = threading.Event()
 #: collector's callback, which Python reports as "Exception ignored" and drops: JAX registers one); raised again by
 #: `raise_if_ctrl_c`.
 _PENDING = threading.Event()
+#: The signals that stop a computation: SIGINT (Ctrl-C), and SIGTERM within the command line's `ctrl_c_kept`.
+_SIGNALS = contextvars.ContextVar("flowsim_stop_signals", default=(signal.SIGINT,))
+#: The last of them received (SIGINT until one is): what `interruption` names.
+_RECEIVED = [signal.SIGINT]
 #: Whether solves are interruptible by default (`checking`): SGD scans always are, at no measurable
 #: cost, but a solve cut into segments takes a few percent longer (BENCHMARKS.md).
 _CHECKING = contextvars.ContextVar("flowsim_checking", default=False)
@@ -68,8 +77,29 @@ class Interrupted(KeyboardInterrupt):
         self.task = getattr(result, "task", None)
 
 
+def interruption() -> str:
+    """What stopped the last interrupted computation: "Ctrl-C" (SIGINT) or "SIGTERM"."""
+    return "Ctrl-C" if _RECEIVED[0] == signal.SIGINT else signal.Signals(_RECEIVED[0]).name
+
+
 @contextlib.contextmanager
-def ctrl_c_kept() -> Iterator[None]:
+def _handling(signals, handler) -> Iterator[None]:
+    """Within: `handler` for each of `signals`; a SIGTERM that its process ignores (SIG_IGN, e.g. under nohup's
+    caller) stays ignored."""
+    previous = {}
+    for signum in signals:
+        if signum != signal.SIGINT and signal.getsignal(signum) == signal.SIG_IGN:
+            continue
+        previous[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, handler_before in previous.items():
+            signal.signal(signum, handler_before)
+
+
+@contextlib.contextmanager
+def ctrl_c_kept(terminate: bool = False) -> Iterator[None]:
     """Within (a command's run, in the main thread): Ctrl-C raises KeyboardInterrupt as usual and is also
     remembered, so that one raised where Python drops exceptions (a garbage collector's callback) is raised again
     at the next `raise_if_ctrl_c` (before each unit of work of a run), instead of being lost.
@@ -77,12 +107,16 @@ def ctrl_c_kept() -> Iterator[None]:
     The KeyboardInterrupt Python drops is not printed either ("Exception ignored in ... Traceback"): it is not lost,
     and a user who pressed Ctrl-C should read that the run stopped, not a traceback. Other dropped exceptions are
     reported as before.
+
+    **Arguments:** `terminate`, whether SIGTERM is handled as Ctrl-C within, by this block and the computations'
+    `ctrl_c_stops` (the command line: a process of its own).
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
+        _RECEIVED[0] = signum
         _PENDING.set()
         signal.default_int_handler(signum, frame)
 
@@ -93,13 +127,16 @@ def ctrl_c_kept() -> Iterator[None]:
             previous_hook(report)
 
     _PENDING.clear()
-    previous = signal.signal(signal.SIGINT, handler)
+    _RECEIVED[0] = signal.SIGINT
+    signals = (signal.SIGINT, signal.SIGTERM) if terminate else (signal.SIGINT,)
+    token = _SIGNALS.set(signals)
     sys.unraisablehook = unraisable
     try:
-        yield
+        with _handling(signals, handler):
+            yield
     finally:
         sys.unraisablehook = previous_hook
-        signal.signal(signal.SIGINT, previous)
+        _SIGNALS.reset(token)
         _PENDING.clear()
 
 
@@ -122,21 +159,17 @@ def ctrl_c_stops() -> Iterator[None]:
         return
 
     def handler(signum, frame):
+        _RECEIVED[0] = signum
         if _STOP.is_set():
             signal.default_int_handler(signum, frame)  # the second Ctrl-C: KeyboardInterrupt
         _STOP.set()
 
     _STOP.clear()
     _REPORTED.clear()
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
+    # Abandoned (a second Ctrl-C, an error), the block leaves the flag set, so that a computation still
+    # running in a worker thread stops at its next check instead of holding up the exit.
+    with _handling(_SIGNALS.get(), handler):
         yield
-    except BaseException:
-        # Abandoned (a second Ctrl-C, an error): the flag stays set, so that a computation still
-        # running in a worker thread stops at its next check instead of holding up the exit.
-        signal.signal(signal.SIGINT, previous)
-        raise
-    signal.signal(signal.SIGINT, previous)
     unreported = _STOP.is_set() and not _REPORTED.is_set()
     _STOP.clear()
     _REPORTED.clear()

@@ -22,7 +22,7 @@ from jaxtyping import Array, Bool, Float, Int
 from flowsim import _status
 from flowsim._checks import InvalidInput
 from flowsim._compile import compiled_call, filter_jit, traced
-from flowsim._interrupt import Interrupted, checking_enabled, ctrl_c_stops, run_interruptibly
+from flowsim._interrupt import Interrupted, checking_enabled, ctrl_c_stops, interruption, run_interruptibly
 from flowsim._memory import Need, check_fits
 from flowsim._status import Failure, Status
 from flowsim._task import check_states, images, task_jacobian, task_risk, task_vector_field
@@ -100,7 +100,7 @@ _REASONS = (
     "the maximum number of steps",
     "the step size fell to its minimum",
     "the solver failed",
-    "stopped by Ctrl-C",
+    "stopped by {interruption}",  # Ctrl-C, or SIGTERM in the command line (`flowsim._interrupt.interruption`)
 )
 
 
@@ -179,7 +179,8 @@ def integrate(
     status, why, t_final = np.array(status), np.asarray(why), np.array(t_final)
     reasons = {}
     for i in np.flatnonzero(why > 0):
-        reasons[int(i)] = _REASONS[why[i]] + (f" (max_steps = {max_steps})" if status[i] == Status.MAX_STEPS else "")
+        reason = _REASONS[why[i]].format(interruption=interruption())
+        reasons[int(i)] = reason + (f" (max_steps = {max_steps})" if status[i] == Status.MAX_STEPS else "")
     finite = np.isfinite(np.asarray(y_final)).all(axis=-1)
     for i in np.flatnonzero(~finite & (status == Status.SUCCESS)):
         status[i], reasons[int(i)] = Status.SOLVER_FAILURE, "the state became non-finite"

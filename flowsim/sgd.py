@@ -21,7 +21,7 @@ from jaxtyping import Array, Float, Int
 from flowsim import _status
 from flowsim._checks import InvalidInput, as_key, check_choice, check_count, check_positive
 from flowsim._compile import OPTIONS, filter_jit
-from flowsim._interrupt import Interrupted, ctrl_c_stops, run_interruptibly, stopped
+from flowsim._interrupt import Interrupted, ctrl_c_stops, interruption, run_interruptibly, stopped
 from flowsim._memory import Need, check_fits, format_bytes, tree_bytes
 from flowsim._status import Failure, Status
 from flowsim._task import check_states
@@ -83,9 +83,10 @@ class SGDRun(eqx.Module):
         return np.asarray(self.task.schedule()(jnp.asarray(self.times, dtype=float)))
 
     def failures(self) -> list[Failure]:
-        """Every diverged seed, with its first non-finite step, and every seed stopped by Ctrl-C, with where."""
+        """Every diverged seed, with its first non-finite step, and every seed stopped (Ctrl-C, SIGTERM), with where."""
         first_bad, stopped_at = np.asarray(self.first_bad), np.asarray(self.stopped_at)
-        reasons = {int(i): f"stopped by Ctrl-C at step {stopped_at[i]}" for i in np.flatnonzero(stopped_at >= 0)}
+        stop = f"stopped by {interruption()}"  # Ctrl-C, or SIGTERM in the command line
+        reasons = {int(i): f"{stop} at step {stopped_at[i]}" for i in np.flatnonzero(stopped_at >= 0)}
         reasons |= {
             int(i): f"the iterate became non-finite at step {first_bad[i]}" for i in np.flatnonzero(first_bad >= 0)
         }

@@ -22,7 +22,7 @@ import pytest
 
 import flowsim
 from flowsim import _memory, results
-from flowsim._interrupt import ctrl_c_kept
+from flowsim._interrupt import ctrl_c_kept, interruption
 from flowsim.cli import main
 from flowsim.results import RunRecord
 from tests.shared import default_ctrl_c
@@ -35,10 +35,11 @@ LATENCY = 2.5
 
 
 class _Stopwatch:
-    """A SIGINT to this process once `module`'s computation has looked for Ctrl-C `checks` times (it calls
-    `stopped()` between its segments); `latency` once the interruption was caught."""
+    """A SIGINT (or `signum`) to this process once `module`'s computation has looked for Ctrl-C `checks` times (it
+    calls `stopped()` between its segments); `latency` once the interruption was caught."""
 
-    def __init__(self, monkeypatch, module, checks: int):
+    def __init__(self, monkeypatch, module, checks: int, signum: int = signal.SIGINT):
+        self.signum = signum
         self.running = threading.Event()
         looked, original = [], module.stopped
 
@@ -59,7 +60,7 @@ class _Stopwatch:
     def _send(self):
         if self.running.wait(timeout=300):
             self.sent = time.perf_counter()
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), self.signum)
 
     def __exit__(self, *exc):
         self.running.set()
@@ -109,18 +110,49 @@ def test_ctrl_c_stops_a_solve_within_seconds_keeping_its_saved_states(monkeypatc
     assert solved.failures()[0].reason == "stopped by Ctrl-C"
 
 
-def test_the_command_line_writes_what_it_had_when_interrupted(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize(
+    ("signum", "by", "exit_status"),
+    [(signal.SIGINT, "the user (Ctrl-C)", 130), (signal.SIGTERM, "SIGTERM", 143)],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_the_command_line_writes_what_it_had_when_interrupted(tmp_path, capsys, monkeypatch, signum, by, exit_status):
+    """Ctrl-C, and SIGTERM (a batch scheduler's time limit, `kill`), which would otherwise end the process at once."""
     out = tmp_path / "sgd"
     # --yes: a billion steps are estimated at more than an hour, which only a run asked for may take.
     arguments = f"sgd --d 10 --L 4 --steps 1000000000 --log-every 100000 --seeds 2 --yes --out {out}"
-    with _Stopwatch(monkeypatch, sys.modules["flowsim.sgd"], 2):
+    terminate = signal.getsignal(signal.SIGTERM)
+    with _Stopwatch(monkeypatch, sys.modules["flowsim.sgd"], 2, signum):
         status = main(arguments.split())
+    assert signal.getsignal(signal.SIGTERM) == terminate  # the command line's handler is gone after the run
     stderr = capsys.readouterr().err
-    assert status == 130 and "flowsim sgd: interrupted" in stderr
+    assert status == exit_status and f"flowsim sgd: interrupted by {by}: the files written so far" in stderr
     record = json.loads((out / "run.json").read_text())
     assert record["status"] == "interrupted" and record["reason"].startswith("interrupted at step")
+    assert record["reason"].endswith(f"by {by}")
+    assert interruption() == ("Ctrl-C" if signum == signal.SIGINT else "SIGTERM")  # what failures' reasons name
     assert record["files"] == ["interrupted_sgd.csv"]
     assert (out / "interrupted_sgd.csv").read_text().startswith("seed,step,t,lam,kappa,nu,theta,eta,rho,risk\n")
+
+
+def test_sigterm_is_the_command_lines_only():
+    """SIGTERM is handled only within the command line's block (a process of its own): a library call's computation
+    leaves a program's SIGTERM as it was, and a SIGTERM the process ignores stays ignored."""
+    from flowsim._interrupt import ctrl_c_stops
+
+    terminate = signal.getsignal(signal.SIGTERM)
+    with ctrl_c_stops():
+        assert signal.getsignal(signal.SIGTERM) == terminate
+    with ctrl_c_kept(terminate=True):
+        assert signal.getsignal(signal.SIGTERM) not in (terminate, signal.SIG_IGN)
+        with ctrl_c_stops():
+            assert signal.getsignal(signal.SIGTERM) == signal.getsignal(signal.SIGINT)
+    assert signal.getsignal(signal.SIGTERM) == terminate
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with ctrl_c_kept(terminate=True), ctrl_c_stops():
+            assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, terminate)
 
 
 def test_run_json_is_current_while_the_run_goes(tmp_path):

@@ -10,7 +10,8 @@ describes every file. Exit status: 0 when the run succeeded; 1 on a numerical fa
 results computed until then are written, run.json says where it happened) or when `verify`'s
 claim fails; 2 on invalid input (one line on stderr, nothing computed); 3 on an internal error of
 flowsim (a bug: the traceback is printed, the files written so far are kept); 130 on Ctrl-C (the
-finished work is kept, and `--resume` continues a long command from it).
+finished work is kept, and `--resume` continues a long command from it); 143 on SIGTERM, which stops a run as
+Ctrl-C does.
 
 Option values are checked before anything is compiled; JAX, matplotlib and SymPy work happens
 inside the commands.
@@ -22,6 +23,7 @@ import difflib
 import errno
 import importlib
 import os
+import signal
 import sys
 import tempfile
 import traceback
@@ -29,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from flowsim._checks import InvalidInput
-from flowsim._interrupt import checking, ctrl_c_kept
+from flowsim._interrupt import checking, ctrl_c_kept, interruption
 from flowsim._memory import announcing, long_runs_allowed
 from flowsim.cli._console import keep_printing_harmless
 from flowsim.commands import parts
@@ -128,7 +130,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Training dynamics of simplified attention layers. Commands without a task name run "
         f"the first task ({default}: {_task_cli(default).DESCRIPTION}); `flowsim TASK --help` lists a task's.",
         epilog="Exit status: 0 ok, 1 numerical failure (results kept) or a failed claim, 2 invalid input, "
-        "3 an internal error of flowsim (results kept; please report it), 130 interrupted (results kept). "
+        "3 an internal error of flowsim (results kept; please report it), 130 interrupted (results kept), 143 "
+        "stopped by SIGTERM (results kept). "
         "Compiled programs are kept between runs in ~/.cache/flowsim/jax (JAX_COMPILATION_CACHE_DIR: another "
         "folder; FLOWSIM_COMPILATION_CACHE=0: none); the CPU is split into one JAX device per core "
         "(FLOWSIM_HOST_DEVICES=N: N devices; docs/devices.md).",
@@ -202,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         # The estimate of every run longer than a minute is said before it starts; one longer than
         # TIME_LIMIT is refused unless --yes asks for it.
         with (
-            ctrl_c_kept(),
+            ctrl_c_kept(terminate=True),
             _cluster_member(args),
             checking(),
             long_runs_allowed(getattr(args, "yes", False)),
@@ -218,12 +221,16 @@ def main(argv: list[str] | None = None) -> int:
         _close(args, "error", str(error))
         print(f"flowsim {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as interruption:
+    except KeyboardInterrupt as stop:
         # Interrupted says where ("interrupted at t = ..."); a plain KeyboardInterrupt says nothing.
-        _close(args, "interrupted", f"{str(interruption) or 'interrupted'} by the user (Ctrl-C)", interruption)
+        by = "the user (Ctrl-C)" if interruption() == "Ctrl-C" else interruption()
+        _close(args, "interrupted", f"{str(stop) or 'interrupted'} by {by}", stop)
         resume = " (run the same command with --resume to continue it)" if hasattr(args, "resume") else ""
-        print(f"flowsim {args.command}: interrupted: the files written so far are complete{resume}", file=sys.stderr)
-        return 130
+        print(
+            f"flowsim {args.command}: interrupted by {by}: the files written so far are complete{resume}",
+            file=sys.stderr,
+        )
+        return 130 if interruption() == "Ctrl-C" else 128 + signal.SIGTERM
     except Exception as error:
         # Not the user's input: flowsim's own failure. The files written so far stay; the traceback is for a report.
         _close(args, "error", f"{type(error).__name__}: {error}")
