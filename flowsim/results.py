@@ -192,19 +192,26 @@ def write_bytes(path, data: bytes) -> Path:
     - `data`: the contents.
 
     **Returns:** the path written.
+
+    **Raises:** OSError naming `path` (its `filename`) where the file system refuses (a full disk, a quota).
     """
     path = Path(path)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    temporary = None
     try:
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
         with os.fdopen(descriptor, "wb") as file:
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
         os.chmod(temporary, 0o666 & ~_UMASK)
         os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
+    except BaseException as error:
+        if temporary is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+        if isinstance(error, OSError) and error.errno is not None:
+            # A write into an open file names none: the file it was for is what a reader needs.
+            raise OSError(error.errno, error.strerror, str(path)) from error
         raise
     return path
 

@@ -11,6 +11,7 @@ module starts, sharing a persistent compilation cache.
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import math
@@ -435,6 +436,44 @@ def test_an_interrupted_write_leaves_the_previous_file(tmp_path, monkeypatch):
         results.write_csv(path, {"x": [2.0]})
     assert path.read_text() == "x\n0.1\n0.3333333333333333\n"
     assert [p.name for p in tmp_path.iterdir()] == ["table.csv"]
+
+
+def test_a_full_disk_names_the_file_and_leaves_no_part(tmp_path, monkeypatch):
+    """The OSError of a write refused by the file system names the file (a write into an open file names none), and
+    the temporary part is removed."""
+
+    def full(descriptor):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(results.os, "fsync", full)
+    with pytest.raises(OSError) as raised:
+        results.write_text(tmp_path / "table.csv", "x\n")
+    assert (raised.value.errno, raised.value.filename) == (errno.ENOSPC, str(tmp_path / "table.csv"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_is_one_line_with_status_2(tmp_path, capsys, monkeypatch):
+    """A disk that fills during a run: exit status 2 and one line naming the file (not an internal error with a
+    traceback), the files written before it kept, run.json saying why the run ended."""
+    write_bytes = results.write_bytes
+
+    def full_at_the_figure(path, data):
+        if Path(path).name == "sgd.png":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return write_bytes(path, data)
+
+    monkeypatch.setattr(results, "write_bytes", full_at_the_figure)
+    assert main([*SGD.split(), "--out", str(tmp_path), "--no-progress"]) == 2
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1] == (
+        f"flowsim sgd: error: cannot write {tmp_path}/sgd.png: No space left on device (the files written before it "
+        "are kept; free some space or give another --out)"
+    )
+    record = _record(tmp_path)
+    assert record["status"] == "error"
+    assert record["reason"] == f"cannot write {tmp_path}/sgd.png: No space left on device"
+    assert record["files"] == ["trajectories.csv"]
 
 
 def test_csv_floats_read_back_exactly_and_tables_are_long(tmp_path):

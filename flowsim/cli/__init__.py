@@ -231,16 +231,37 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130 if interruption() == "Ctrl-C" else 128 + signal.SIGTERM
-    except Exception as error:
-        # Not the user's input: flowsim's own failure. The files written so far stay; the traceback is for a report.
-        _close(args, "error", f"{type(error).__name__}: {error}")
-        traceback.print_exc(file=sys.stderr)
+    except OSError as error:
+        if not _in_results(args, error.filename):
+            return _internal_error(args, error)
+        # The file system refused a result (a full disk, a quota): said in one line, the files written before kept.
+        _close(args, "error", f"cannot write {error.filename}: {error.strerror}")
         print(
-            f"flowsim {args.command}: internal error: {type(error).__name__}: {error} (a failure of flowsim itself, "
-            "not of your input: please report it with the traceback above)",
+            f"flowsim {args.command}: error: cannot write {error.filename}: {error.strerror} (the files written "
+            "before it are kept; free some space or give another --out)",
             file=sys.stderr,
         )
-        return 3
+        return 2
+    except Exception as error:
+        return _internal_error(args, error)
+
+
+def _in_results(args, filename) -> bool:
+    """Whether `filename` is a file of the run's --out folder."""
+    record = getattr(args, "record", None)
+    return record is not None and filename is not None and Path(filename).parent == record.folder
+
+
+def _internal_error(args, error: Exception) -> int:
+    """Not the user's input: flowsim's own failure. The files written so far stay; the traceback is for a report."""
+    _close(args, "error", f"{type(error).__name__}: {error}")
+    traceback.print_exception(error, file=sys.stderr)
+    print(
+        f"flowsim {args.command}: internal error: {type(error).__name__}: {error} (a failure of flowsim itself, "
+        "not of your input: please report it with the traceback above)",
+        file=sys.stderr,
+    )
+    return 3
 
 
 def _compilation_cache() -> None:
@@ -308,7 +329,11 @@ def _close(args, status: str, reason: str, interruption: KeyboardInterrupt | Non
     """The run's record (if it was made) written with how it ended, what was computed, and its files listed."""
     record = getattr(args, "record", None)
     if record is not None and not record.closed:
-        if interruption is not None:
-            parts.write_interrupted(record, interruption)
-        record.finish(status, reason)
+        try:
+            if interruption is not None:
+                parts.write_interrupted(record, interruption)
+            record.finish(status, reason)
+        except OSError as error:  # a full disk: what ended the run is still said, by the caller
+            record.closed = True
+            print(f"flowsim {args.command}: cannot write {error.filename}: {error.strerror}", file=sys.stderr)
         parts.list_files(record, sys.stderr)
