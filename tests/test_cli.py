@@ -67,15 +67,17 @@ def processes(tmp_path_factory):
     regular_file = base / "a-file"
     regular_file.write_text("")
 
-    def run(name, arguments):
+    def run(name, arguments, variables=None):
         out = base / name
-        return _flowsim(f"{arguments} --out {out}", env), out
+        return _flowsim(f"{arguments} --out {out}", {**env, **(variables or {})}), out
 
     # One at a time: the runs in this process are the critical path.
     with ThreadPoolExecutor(max_workers=1) as pool:
         futures = {name: pool.submit(run, name, arguments) for name, arguments in PROCESSES.items()}
         for i, (arguments, _) in enumerate(BAD_INPUTS[:IN_SUBPROCESSES]):
             futures[f"bad {i}"] = pool.submit(_flowsim, arguments.format(file=regular_file))
+        # A platform this machine lacks (a GPU's, without the GPU or JAX's plugin for it).
+        futures["no platform"] = pool.submit(run, "no-platform", SGD, {"JAX_PLATFORMS": "cuda"})
         yield futures
 
 
@@ -417,6 +419,18 @@ def test_bad_input_is_one_line_with_status_2(processes, case):
     assert result.stderr.startswith(message)
     assert "Traceback" not in result.stderr + result.stdout
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_platform_jax_cannot_start_is_invalid_input(processes):
+    """JAX_PLATFORMS=cuda on a machine without it: one line, exit status 2, no folder (JAX's own error, an assertion
+    here, used to end the run as flowsim's internal error, from its first memory estimate)."""
+    result, out = processes["no platform"].result()
+    assert result.returncode == 2
+    assert result.stderr == (
+        "flowsim sgd: error: JAX could not start its devices (JAX_PLATFORMS=cuda): no platform it was asked for is "
+        "installed; unset JAX_PLATFORMS for the devices there are, or install the platform's JAX (docs/devices.md)\n"
+    )
+    assert not out.exists()
 
 
 # ---------------------------------------------------------------------------------------------

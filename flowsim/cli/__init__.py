@@ -211,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             long_runs_allowed(getattr(args, "yes", False)),
             announcing(lambda line: print(f"flowsim {args.command}: estimate: {line}", file=sys.stderr, flush=True)),
         ):
+            _start_devices()
             return args.run(args)
     except InvalidInput as error:
         # Invalid input found once the run's folder was made (e.g. by a memory estimate): a run that wrote
@@ -262,6 +263,23 @@ def _internal_error(args, error: Exception) -> int:
         file=sys.stderr,
     )
     return 3
+
+
+def _start_devices() -> None:
+    """Start JAX's devices before the run (after a cluster's processes joined): a platform JAX cannot start, as
+    JAX_PLATFORMS=cuda without a GPU or without its plugin, is invalid input said in one line (exit status 2), not
+    an internal error in the middle of the run."""
+    import jax
+
+    try:
+        jax.devices()
+    except (RuntimeError, AssertionError) as error:  # JAX asserts where no platform it was told of exists
+        asked = os.environ.get("JAX_PLATFORMS")
+        raise InvalidInput(
+            f"JAX could not start its devices{f' (JAX_PLATFORMS={asked})' if asked else ''}: "
+            f"{str(error) or 'no platform it was asked for is installed'}; unset JAX_PLATFORMS for the devices "
+            "there are, or install the platform's JAX (docs/devices.md)"
+        ) from None
 
 
 def _compilation_cache() -> None:
