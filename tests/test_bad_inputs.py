@@ -326,6 +326,11 @@ CLI_CASES = [
     ),
     ("compare --reference nothing", 2, "flowsim compare: error: argument --reference: invalid choice: 'nothing'"),
     ("reproduce --only nothing", 2, "flowsim reproduce: error: argument --only: invalid choice: 'nothing'"),
+    (
+        "advantage --maps erf,sofmax",
+        2,
+        "flowsim advantage: error: argument --maps: invalid choice: 'sofmax' (choose from erf, softmax, linear,",
+    ),
 ]
 
 #: {E} in the cases: a size far beyond any machine.

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from flowsim import results, slr
-from flowsim.cli import command, main
+from flowsim.cli import _parser, command, main
 from flowsim.derivations.build import GENERATED_FILES
 from flowsim.integrate import evaluate
 from flowsim.tasks.slr import _generated as generated
@@ -303,6 +303,22 @@ def test_help_gives_every_option_its_default_and_range(capsys):
     )
     assert "--engine {overlaps,rd}" in text and "(default: overlaps)" in text
     assert "(default: 200000)" in text and "(default: 0.001)" in text
+
+
+def test_a_list_of_names_is_space_or_comma_separated():
+    """--maps, --learners and --only take names as the number lists take numbers (comma-separated) or as argparse
+    does (space-separated), in the order given, a repeated name once; the defaults as documented."""
+    parser = _parser()
+
+    def parsed(line: str):
+        return parser.parse_args(line.split())
+
+    assert parsed("advantage --maps erf,softmax linear softmax").maps == ("erf", "softmax", "linear")
+    assert parsed("advantage").maps == tuple(slr.ATTENTION_MAPS)
+    assert parsed("sparse sweep --learners head,l1").learners == ("head", "l1")
+    assert parsed("sparse sweep").learners == ("l1", "head")
+    assert parsed("reproduce --only sgd_sphere_schedule,init_manifold").only == ("sgd_sphere_schedule", "init_manifold")
+    assert parsed("reproduce").only is None
 
 
 # ---------------------------------------------------------------------------------------------

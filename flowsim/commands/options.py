@@ -16,6 +16,7 @@ __all__ = [
     "comma_separated",
     "estimated",
     "init_option",
+    "names_option",
     "option",
     "output_options",
     "parameter_options",
@@ -94,6 +95,44 @@ def option(parser, flag: str, kind, default, text: str, allowed: Allowed | None 
     parser.add_argument(flag, type=kind, default=default, help=f"{text}; {allowed.text}" if allowed else text, **kwargs)
     if allowed is not None:
         parser.get_default("checks")[flag[2:].replace("-", "_")] = (flag, allowed)
+
+
+def names_option(parser, flag: str, choices, default: str | None, text: str) -> None:
+    """Add `flag`: one or more of `choices`, space- or comma-separated (`--maps erf softmax`, `--maps erf,softmax`, as
+    the number lists are given), kept in the order given, a repeated name once, as a tuple.
+
+    **Arguments:** `default`: the names as typed, comma-separated ("l1,head"), or None.
+    """
+    parser.add_argument(
+        flag,
+        nargs="+",
+        type=_Names(tuple(choices)),
+        action=_Flattened,
+        default=default,
+        metavar="NAME",
+        help=f"{text}: one or more of {', '.join(choices)}, space- or comma-separated",
+    )
+
+
+@dataclass(frozen=True)
+class _Names:
+    """The type of one value of a `names_option`: comma-separated names, each one of `choices`."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, text: str) -> tuple[str, ...]:
+        names = tuple(text.split(","))
+        unknown = [name for name in names if name not in self.choices]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"invalid choice: {unknown[0]!r} (choose from {', '.join(self.choices)})")
+        return tuple(dict.fromkeys(names))
+
+
+class _Flattened(argparse.Action):
+    """The names of every value of a `names_option` given, in order, a repeated one once."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, tuple(dict.fromkeys(name for value in values for name in value)))
 
 
 def parameter_options(parser, parameters, defaults: dict, allowed: dict | None = None) -> None:

@@ -17,6 +17,7 @@ from flowsim.commands.options import (
     comma_separated,
     estimated,
     init_option,
+    names_option,
     option,
     output_options,
     parameter_options,
@@ -196,9 +197,7 @@ def _reproduce_options(parser) -> None:
     _task_options(parser, "reproduce", resumable=True)
     parser.add_argument("--quick", action="store_true", help="reduced lengths (6000 population, 2000 SGD steps)")
     option(parser, "--seeds", int, 30, "runs per experiment", at_least(1))
-    parser.add_argument(
-        "--only", nargs="+", choices=tuple(_EXPERIMENTS), metavar="NAME", help=f"only these: {', '.join(_EXPERIMENTS)}"
-    )
+    names_option(parser, "--only", _EXPERIMENTS, None, "only these experiments (default: all)")
     _engine_option(
         parser,
         "every run on the five overlaps (the population PGD map, the online-SGD chain: seconds) or with vectors "
@@ -215,9 +214,7 @@ def _advantage_options(parser) -> None:
         ",".join(f"{lam:.6g}" for lam in slr.DEFAULT_LAMS),
         "inverse temperatures, a,b,c",
     )
-    parser.add_argument(
-        "--maps", nargs="+", choices=slr.ATTENTION_MAPS, default=list(slr.ATTENTION_MAPS), help="the maps compared"
-    )
+    names_option(parser, "--maps", slr.ATTENTION_MAPS, ",".join(slr.ATTENTION_MAPS), "the maps compared")
     option(parser, "--starts", int, 64, "sphere starts of the flow, and SGD seeds", at_least(1))
     option(parser, "--t-max", float, 100.0, "horizon of the flow and of SGD (t = lr * step)", POSITIVE)
     option(parser, "--lr", float, 0.01, "SGD step size", POSITIVE)

@@ -5,7 +5,15 @@ import math
 
 from flowsim._checks import POSITIVE, at_least
 from flowsim.commands import parts
-from flowsim.commands.options import Command, comma_separated, estimated, option, output_options, quick_option
+from flowsim.commands.options import (
+    Command,
+    comma_separated,
+    estimated,
+    names_option,
+    option,
+    output_options,
+    quick_option,
+)
 from flowsim.commands.tables import format_table
 from flowsim.tasks import sparse
 from flowsim.tasks.sparse import _estimates, _train
@@ -37,15 +45,14 @@ def _sweep_options(parser) -> None:
         "input lengths T of the head and the control, comma-separated",
     )
     option(parser, "--s", int, 3, "support size of the AND", at_least(1))
-    parser.add_argument(
+    names_option(
+        parser,
         "--learners",
-        nargs="+",
-        choices=sparse.LEARNERS,
-        default=["l1", "head"],
-        help="learners swept, in this order: one attention head, the MLP on the bits, the paper's one-layer "
+        sparse.LEARNERS,
+        "l1,head",
+        "learners swept, in the order given: one attention head (head), the MLP on the bits, the paper's one-layer "
         "Transformer, the l1 logistic regression (the positive control, a learner known to need log T samples: "
-        "first by default, so that the protocol is shown able to see log T before a learner's law is read); "
-        "default: l1 head",
+        "first by default, so that the protocol is shown able to see log T before a learner's law is read)",
     )
     parser.add_argument(
         "--budgets",
