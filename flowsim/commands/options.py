@@ -101,16 +101,14 @@ def names_option(parser, flag: str, choices, default: str | None, text: str) -> 
     """Add `flag`: one or more of `choices`, space- or comma-separated (`--maps erf softmax`, `--maps erf,softmax`, as
     the number lists are given), kept in the order given, a repeated name once, as a tuple.
 
-    **Arguments:** `default`: the names as typed, comma-separated ("l1,head"), or None.
+    **Arguments:** `default`: the names as typed, comma-separated ("l1,head"), or None for all of them.
     """
+    text = f"{text}: one or more of {', '.join(choices)}, space- or comma-separated"
+    if default is None:
+        # "%(default).0s" prints nothing, and keeps argparse from adding "(default: None)" after "all".
+        text += " (default: all)%(default).0s"
     parser.add_argument(
-        flag,
-        nargs="+",
-        type=_Names(tuple(choices)),
-        action=_Flattened,
-        default=default,
-        metavar="NAME",
-        help=f"{text}: one or more of {', '.join(choices)}, space- or comma-separated",
+        flag, nargs="+", type=_Names(tuple(choices)), action=_Flattened, default=default, metavar="NAME", help=text
     )
 
 

@@ -197,7 +197,7 @@ def _reproduce_options(parser) -> None:
     _task_options(parser, "reproduce", resumable=True)
     parser.add_argument("--quick", action="store_true", help="reduced lengths (6000 population, 2000 SGD steps)")
     option(parser, "--seeds", int, 30, "runs per experiment", at_least(1))
-    names_option(parser, "--only", _EXPERIMENTS, None, "only these experiments (default: all)")
+    names_option(parser, "--only", _EXPERIMENTS, None, "the experiments run")
     _engine_option(
         parser,
         "every run on the five overlaps (the population PGD map, the online-SGD chain: seconds) or with vectors "

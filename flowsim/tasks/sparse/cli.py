@@ -57,10 +57,10 @@ def _sweep_options(parser) -> None:
     parser.add_argument(
         "--budgets",
         type=_budgets,
-        default=sparse.BUDGETS,
+        default=",".join(map(str, sparse.BUDGETS)),
         help="training budgets, comma-separated: numbers of optimiser steps, or 'converged' (until the training "
-        f"loss is <= {sparse.LOSS_THRESHOLD:g} or stops improving, capped at --max-steps); default: "
-        "1000,converged (the control is a solver run to its tolerance: measured once)",
+        f"loss is <= {sparse.LOSS_THRESHOLD:g} or stops improving, capped at --max-steps; the control is a solver "
+        "run to its tolerance: measured once)",
     )
     option(parser, "--max-steps", int, 16_000, "the cap of a 'converged' budget, in optimiser steps", at_least(1))
     option(
