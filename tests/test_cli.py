@@ -51,8 +51,8 @@ DEMO = f"demo --d {D} --L {L} --bayes-samples 200 --sgd-d {D} --sgd-steps {SAVES
 DEMO += f" --verify-d {D} --verify-n {N}"
 
 
-def _flowsim(arguments: str, env=None) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "flowsim.cli", *arguments.split()]
+def _flowsim(arguments: str, env=None, module: str = "flowsim.cli") -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", module, *arguments.split()]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=REPOSITORY)
 
 
@@ -76,6 +76,7 @@ def processes(tmp_path_factory):
         futures = {name: pool.submit(run, name, arguments) for name, arguments in PROCESSES.items()}
         for i, (arguments, _) in enumerate(BAD_INPUTS[:IN_SUBPROCESSES]):
             futures[f"bad {i}"] = pool.submit(_flowsim, arguments.format(file=regular_file))
+        futures["python -m flowsim"] = pool.submit(_flowsim, BAD_INPUTS[0][0], None, "flowsim")
         # A platform this machine lacks (a GPU's, without the GPU or JAX's plugin for it).
         futures["no platform"] = pool.submit(run, "no-platform", SGD, {"JAX_PLATFORMS": "cuda"})
         yield futures
@@ -435,6 +436,11 @@ def test_bad_input_is_one_line_with_status_2(processes, case):
     assert result.stderr.startswith(message)
     assert "Traceback" not in result.stderr + result.stdout
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_python_dash_m_flowsim_is_the_command_line(processes):
+    result = processes["python -m flowsim"].result()
+    assert result.returncode == 2 and result.stderr.startswith(BAD_INPUTS[0][1])
 
 
 def test_a_platform_jax_cannot_start_is_invalid_input(processes):
