@@ -327,6 +327,11 @@ CLI_CASES = [
     ("compare --reference nothing", 2, "flowsim compare: error: argument --reference: invalid choice: 'nothing'"),
     ("reproduce --only nothing", 2, "flowsim reproduce: error: argument --only: invalid choice: 'nothing'"),
     (
+        "advantage --lr 1e-320",
+        2,
+        "flowsim advantage: error: t_max / lr = inf SGD steps is not a finite number (t_max = 100, lr = 9.99989e-321)",
+    ),
+    (
         "advantage --maps erf,sofmax",
         2,
         "flowsim advantage: error: argument --maps: invalid choice: 'sofmax' (choose from erf, softmax, linear,",

@@ -25,7 +25,7 @@ from flowsim.results import long_table
 from flowsim.tasks.slr._attention import ATTENTION_MAPS, ERF, AttentionMap, as_attention_map
 from flowsim.tasks.slr._baselines import Estimate, bayes_risk
 from flowsim.tasks.slr._data import ground_truth
-from flowsim.tasks.slr._estimates import advantage_work, rule_points
+from flowsim.tasks.slr._estimates import advantage_work, rule_points, sgd_steps
 from flowsim.tasks.slr._init import initial_overlaps
 from flowsim.tasks.slr._problem import ORACLE, Problem
 from flowsim.tasks.slr._risk import population_risk
@@ -142,7 +142,7 @@ def statistical_advantage(
         raise InvalidInput(f"attention must hold at least one map and no two maps of the same name, got names {names}")
     starts = check_count("starts", starts, 1)
     t_max, lr = check_positive("t_max", t_max), check_positive("lr", lr)
-    steps = max(1, round(t_max / lr))
+    steps = sgd_steps(t_max, lr)
     points = rule_points(L) if rule is None else len(rule.weights)
     rule_maps = sum(a != ERF for a in maps)
     work = advantage_work(d, L, len(lams), len(maps), rule_maps, starts, t_max, lr, batch, points, bayes_samples)

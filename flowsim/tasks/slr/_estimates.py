@@ -13,7 +13,7 @@ import math
 from flowsim._checks import InvalidInput
 from flowsim._memory import Cost, Need, float_bytes
 
-__all__ = ["COMMANDS", "advantage_work", "bayes_work", "rule_points", "sgd_work"]
+__all__ = ["COMMANDS", "advantage_work", "bayes_work", "rule_points", "sgd_steps", "sgd_work"]
 
 #: Seconds of the exact online-SGD chain on the overlaps per (seed x step x sample x token): the paper's SGD run,
 #: 15.3 s alone on the 2 cores for 30 seeds x 200 000 steps x batch 5 x L 10 (BENCHMARKS.md, issue 5): 5.1e-8,
@@ -112,6 +112,19 @@ def sgd_work(engine: str, seeds: int, steps: int, batch: int, L: int, d: int, lo
     return needs, costs
 
 
+def sgd_steps(t_max: float, lr: float) -> int:
+    """The SGD steps that reach the flow's time t_max at step size lr (at least one).
+
+    **Raises:** `InvalidInput` where their number is not finite (lr = 1e-320: t_max / lr overflows).
+    """
+    ratio = t_max / lr
+    if not math.isfinite(ratio):
+        raise InvalidInput(
+            f"t_max / lr = {ratio} SGD steps is not a finite number (t_max = {t_max:g}, lr = {lr:g}): raise lr"
+        )
+    return max(1, round(ratio))
+
+
 def advantage_work(d, L, lams, maps, rule_maps, starts, t_max, lr, batch, rule_points, bayes_samples, names=None):
     """The memory and time of `statistical_advantage`: per map and lam a flow and an SGD run from `starts`, and the
     Bayes risk; `maps`: how many, `rule_maps` of them (all but erf) taking their risk by a rule of `rule_points`."""
@@ -124,7 +137,7 @@ def advantage_work(d, L, lams, maps, rule_maps, starts, t_max, lr, batch, rule_p
         "bayes_samples": "bayes_samples",
         "maps": "attention",
     } | (names or {})
-    steps = max(1, round(t_max / lr))
+    steps = sgd_steps(t_max, lr)
     cells = maps * lams
     needs, costs = bayes_work(d, L, bayes_samples, {"samples": names["bayes_samples"], "d": names["d"]})
     needs += [
