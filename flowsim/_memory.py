@@ -64,24 +64,34 @@ def format_bytes(nbytes: float) -> str:
     return f"{int(nbytes)} B"
 
 
-def available_bytes() -> tuple[int, str]:
+#: Linux's account of the host's memory.
+_MEMINFO = "/proc/meminfo"
+
+
+def available_bytes() -> tuple[int | None, str]:
     """The memory free for a new computation on this process's first device, and where it was read.
 
     **Returns:** (bytes, source): the device's limit minus what is in use where JAX reports them
-    (GPUs), else the host's available memory (MemAvailable of /proc/meminfo, or the free pages).
+    (GPUs), else the host's available memory: MemAvailable of /proc/meminfo (Linux), the free pages
+    (other Unix), the installed memory where only that is known (macOS); None where the system says
+    neither (Windows), so that nothing is refused for its memory.
     """
     device = jax.local_devices()[0]  # of several processes, only its own devices can be read
     stats = device.memory_stats() if hasattr(device, "memory_stats") else None
     if stats and "bytes_limit" in stats:
         return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0)), f"free on {device.device_kind}"
     try:
-        with open("/proc/meminfo") as meminfo:
+        with open(_MEMINFO) as meminfo:
             for line in meminfo:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024, "available on this machine"
     except OSError:
         pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free on this machine"
+    names = getattr(os, "sysconf_names", {})
+    for pages, source in (("SC_AVPHYS_PAGES", "free on this machine"), ("SC_PHYS_PAGES", "installed on this machine")):
+        if pages in names and "SC_PAGE_SIZE" in names:
+            return os.sysconf(pages) * os.sysconf("SC_PAGE_SIZE"), source
+    return None, "unknown: this system does not report it"
 
 
 def tree_bytes(shapes) -> int:
@@ -101,13 +111,14 @@ def check_fits(call: str, needs: Sequence[Need], available: tuple[int, str] | No
 
     - `call`: what is refused, for the message (e.g. "run_sgd").
     - `needs`: the run's largest arrays (estimates: XLA may need a small multiple of them).
-    - `available`: (bytes, source) to compare with; default `available_bytes()`.
+    - `available`: (bytes, source) to compare with; default `available_bytes()`. Unknown bytes (None) refuse
+      nothing.
 
     **Raises:** ValueError with the estimate, the memory available and the advice of the largest part.
     """
     total = sum(need.nbytes for need in needs)
     free, source = available_bytes() if available is None else available
-    if total <= free:
+    if free is None or total <= free:
         return
     largest = max(needs, key=lambda need: need.nbytes)
     raise InvalidInput(

@@ -93,6 +93,10 @@ def describe_run(record: dict) -> str:
 def _process_exists(pid) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
+    if os.name == "nt":  # there os.kill(pid, 0) would end the process
+        import ctypes
+
+        return _windows_process_exists(pid, ctypes.WinDLL("kernel32", use_last_error=True), ctypes)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -100,6 +104,19 @@ def _process_exists(pid) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _windows_process_exists(pid: int, kernel32, ctypes) -> bool:
+    """Whether process `pid` runs, asked of Windows' kernel32 (given, with the ctypes module, for the tests)."""
+    query_limited_information, access_denied, still_active = 0x1000, 5, 259
+    handle = kernel32.OpenProcess(query_limited_information, False, pid)
+    if not handle:
+        return ctypes.get_last_error() == access_denied  # another user's process
+    try:
+        code = ctypes.c_ulong()
+        return not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)) or code.value == still_active
+    finally:
+        kernel32.CloseHandle(handle)
 
 
 def _written_by(folder: Path, record: dict) -> tuple[set[Path], list[Path]]:

@@ -170,6 +170,37 @@ def test_run_json_is_current_while_the_run_goes(tmp_path):
     assert (read()["status"], read()["reason"]) == ("interrupted", "stopped by the user")
 
 
+def test_a_windows_process_is_asked_of_its_kernel_not_signalled():
+    """On Windows os.kill(pid, 0) ends the process: whether an earlier run still runs is asked of kernel32 there
+    (OpenProcess, GetExitCodeProcess), here with a stand-in for it."""
+    import ctypes
+
+    class Kernel32:
+        def __init__(self, exit_code=None, error=0):
+            self.exit_code, self.error, self.closed = exit_code, error, []
+
+        def OpenProcess(self, access, inherit, pid):
+            return 0 if self.exit_code is None else 7
+
+        def GetExitCodeProcess(self, handle, code):
+            code._obj.value = self.exit_code
+            return 1
+
+        def CloseHandle(self, handle):
+            self.closed.append(handle)
+
+    def exists(kernel32):
+        stand_in = types.SimpleNamespace(c_ulong=ctypes.c_ulong, byref=ctypes.byref)
+        stand_in.get_last_error = lambda: kernel32.error
+        return results._windows_process_exists(1234, kernel32, stand_in)
+
+    running, ended = Kernel32(exit_code=259), Kernel32(exit_code=0)
+    assert exists(running) and running.closed == [7]
+    assert not exists(ended) and ended.closed == [7]
+    assert not exists(Kernel32(error=87))  # ERROR_INVALID_PARAMETER: no such process
+    assert exists(Kernel32(error=5))  # ERROR_ACCESS_DENIED: another user's
+
+
 def test_a_folder_never_mixes_two_runs(tmp_path, capsys):
     """A second run into a folder is refused; with --replace it deletes the first run, whose files
     (more of them: --basins) must not survive next to the second's."""
@@ -199,6 +230,20 @@ def test_a_memory_estimate_uses_the_devices_or_the_hosts_memory():
     assert _memory.format_bytes(3 * 2**30) == "3 GiB" and _memory.format_bytes(512) == "512 B"
     shapes = jax.eval_shape(lambda key: TASK.sgd_noise(key, 4), jax.random.key(0))
     assert _memory.tree_bytes(shapes) == 9 * 8
+
+
+def test_the_hosts_memory_without_linuxs_account(monkeypatch):
+    """Without /proc/meminfo: the free pages, else the installed memory (macOS has no count of free pages), else
+    (Windows, no sysconf) unknown, which refuses nothing: a missing account is not an internal error."""
+    monkeypatch.setattr(_memory, "_MEMINFO", "/nonexistent/meminfo")
+    free, source = _memory.available_bytes()
+    assert (free, source) == (os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free on this machine")
+    monkeypatch.setattr(os, "sysconf_names", {k: v for k, v in os.sysconf_names.items() if k != "SC_AVPHYS_PAGES"})
+    free, source = _memory.available_bytes()
+    assert (free, source) == (os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "installed on this machine")
+    monkeypatch.delattr(os, "sysconf_names")
+    assert _memory.available_bytes() == (None, "unknown: this system does not report it")
+    _memory.check_fits("run_sgd", [_memory.Need("the states", 2**80, "fewer seeds")])  # refuses nothing
 
 
 #: Interrupted, resumed and uninterrupted in this process: name: (arguments, the tables to compare, units of the
