@@ -248,9 +248,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _in_results(args, filename) -> bool:
-    """Whether `filename` is a file of the run's --out folder."""
+    """Whether `filename` is a file of the run's --out folder (its units included)."""
     record = getattr(args, "record", None)
-    return record is not None and filename is not None and Path(filename).parent == record.folder
+    return record is not None and filename is not None and record.folder in Path(filename).parents
 
 
 def _internal_error(args, error: Exception) -> int:
