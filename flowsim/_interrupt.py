@@ -8,9 +8,9 @@ reads the flag between them (`stopped`): an SGD run every thousand steps or so, 
 percent of its time span. Either stops there with the states it reached, and the caller raises `Interrupted`, which
 carries that partial result. A second Ctrl-C raises KeyboardInterrupt at once.
 
-The command line (`ctrl_c_kept(terminate=True)`) treats SIGTERM, what a batch scheduler sends at a job's time limit
-and `kill` by default, as it treats Ctrl-C: the run stops within a second or so and keeps what it computed, where
-SIGTERM's default action would end the process at once.
+The `flowsim` executable (`ctrl_c_kept(terminate=True)`, in a process of its own) treats SIGTERM, what a batch
+scheduler sends at a job's time limit and `kill` by default, as it treats Ctrl-C: the run stops within a second or
+so and keeps what it computed, where SIGTERM's default action would end the process at once.
 """
 
 import concurrent.futures
@@ -84,11 +84,11 @@ def interruption() -> str:
 
 @contextlib.contextmanager
 def _handling(signals, handler) -> Iterator[None]:
-    """Within: `handler` for each of `signals`; a SIGTERM that its process ignores (SIG_IGN, e.g. under nohup's
-    caller) stays ignored."""
+    """Within: `handler` for each of `signals`. A SIGTERM that its process ignores (SIG_IGN) stays ignored, and one
+    handled outside Python (`getsignal` None: an embedding program's, which could not be put back) stays its own."""
     previous = {}
     for signum in signals:
-        if signum != signal.SIGINT and signal.getsignal(signum) == signal.SIG_IGN:
+        if signum != signal.SIGINT and signal.getsignal(signum) in (signal.SIG_IGN, None):
             continue
         previous[signum] = signal.signal(signum, handler)
     try:
@@ -109,7 +109,7 @@ def ctrl_c_kept(terminate: bool = False) -> Iterator[None]:
     reported as before.
 
     **Arguments:** `terminate`, whether SIGTERM is handled as Ctrl-C within, by this block and the computations'
-    `ctrl_c_stops` (the command line: a process of its own).
+    `ctrl_c_stops` (the `flowsim` executable, which owns its process; a program calling flowsim keeps its own).
     """
     if threading.current_thread() is not threading.main_thread():
         yield

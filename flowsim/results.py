@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PACKAGES",
+    "NotWritten",
     "RunRecord",
     "earlier_run",
     "environment",
@@ -96,7 +97,12 @@ def _process_exists(pid) -> bool:
     if os.name == "nt":  # there os.kill(pid, 0) would end the process
         import ctypes
 
-        return _windows_process_exists(pid, ctypes.WinDLL("kernel32", use_last_error=True), ctypes)
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+        kernel32.OpenProcess.restype = ctypes.c_void_p  # a HANDLE: pointer-sized, not ctypes' default int
+        kernel32.OpenProcess.argtypes = (ctypes.c_ulong, ctypes.c_int, ctypes.c_ulong)
+        kernel32.GetExitCodeProcess.argtypes = (ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulong))
+        kernel32.CloseHandle.argtypes = (ctypes.c_void_p,)
+        return _windows_process_exists(pid, kernel32, ctypes)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -200,6 +206,10 @@ def prepare_folder(path, *, replace: bool = False, resume: bool = False) -> Path
     return folder
 
 
+class NotWritten(OSError):
+    """A results file the file system refused (a full disk, a quota, permissions): an OSError naming the file."""
+
+
 def write_bytes(path, data: bytes) -> Path:
     """Write a file atomically: a temporary file in the same folder, then `os.replace`.
 
@@ -210,7 +220,8 @@ def write_bytes(path, data: bytes) -> Path:
 
     **Returns:** the path written.
 
-    **Raises:** OSError naming `path` (its `filename`) where the file system refuses (a full disk, a quota).
+    **Raises:** `NotWritten`, an OSError naming `path` (its `filename`), where the file system refuses (a full disk,
+    a quota).
     """
     path = Path(path)
     temporary = None
@@ -228,7 +239,7 @@ def write_bytes(path, data: bytes) -> Path:
                 os.unlink(temporary)
         if isinstance(error, OSError) and error.errno is not None:
             # A write into an open file names none: the file it was for is what a reader needs.
-            raise OSError(error.errno, error.strerror, str(path)) from error
+            raise NotWritten(error.errno, error.strerror, str(path)) from error
         raise
     return path
 

@@ -53,16 +53,19 @@ class _Stopwatch:
 
     def __enter__(self):
         self.sent = None
+        self.cancelled = threading.Event()
         self.timer = threading.Thread(target=self._send, daemon=True)
         self.timer.start()
         return self
 
     def _send(self):
-        if self.running.wait(timeout=300):
+        # Not once the block is left: its handler is gone by then, and a SIGTERM would end the test's worker.
+        if self.running.wait(timeout=300) and not self.cancelled.is_set():
             self.sent = time.perf_counter()
             os.kill(os.getpid(), self.signum)
 
     def __exit__(self, *exc):
+        self.cancelled.set()
         self.running.set()
         self.timer.join()
         self.latency = time.perf_counter() - self.sent if self.sent is not None else None
@@ -122,7 +125,7 @@ def test_the_command_line_writes_what_it_had_when_interrupted(tmp_path, capsys, 
     arguments = f"sgd --d 10 --L 4 --steps 1000000000 --log-every 100000 --seeds 2 --yes --out {out}"
     terminate = signal.getsignal(signal.SIGTERM)
     with _Stopwatch(monkeypatch, sys.modules["flowsim.sgd"], 2, signum):
-        status = main(arguments.split())
+        status = main(arguments.split(), own_process=True)  # as the executable runs it
     assert signal.getsignal(signal.SIGTERM) == terminate  # the command line's handler is gone after the run
     stderr = capsys.readouterr().err
     assert status == exit_status and f"flowsim sgd: interrupted by {by}: the files written so far" in stderr
@@ -153,6 +156,18 @@ def test_sigterm_is_the_command_lines_only():
             assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, terminate)
+
+
+def test_a_sigterm_handled_outside_python_is_left_to_it(monkeypatch):
+    """A SIGTERM handler an embedding program installed in C (`getsignal` None, which `signal.signal` cannot put
+    back): left in place, not replaced and then unrestorable at the block's end."""
+    getsignal = signal.getsignal
+    monkeypatch.setattr(signal, "getsignal", lambda signum: None if signum == signal.SIGTERM else getsignal(signum))
+    installed = []
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: installed.append(signum) or signal.SIG_DFL)
+    with ctrl_c_kept(terminate=True):
+        pass
+    assert signal.SIGTERM not in installed and signal.SIGINT in installed
 
 
 def test_run_json_is_current_while_the_run_goes(tmp_path):

@@ -36,6 +36,7 @@ from flowsim._memory import announcing, long_runs_allowed
 from flowsim.cli._console import keep_printing_harmless
 from flowsim.commands import parts
 from flowsim.commands.options import Command, Parser, check, output_options
+from flowsim.results import NotWritten
 from flowsim.tasks import TASKS
 
 __all__ = ["main"]
@@ -184,11 +185,15 @@ def command() -> int:
     except ValueError as error:  # a bad FLOWSIM_HOST_DEVICES: invalid input, said in one line
         print(f"flowsim: error: {error}", file=sys.stderr)
         return 2
-    return main()
+    return main(own_process=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the `flowsim` command line in this process, on the devices JAX already has; returns the exit status."""
+def main(argv: list[str] | None = None, *, own_process: bool = False) -> int:
+    """Run the `flowsim` command line in this process, on the devices JAX already has; returns the exit status.
+
+    `own_process`: whether the process is the command's alone (the executable, `command`): then SIGTERM stops the run
+    as Ctrl-C does (exit status 143); a program calling `main` keeps its own SIGTERM handling.
+    """
     parser = _parser()
     args, unknown = parser.parse_known_args(argv)
     if getattr(args, "task_command", None):
@@ -205,13 +210,14 @@ def main(argv: list[str] | None = None) -> int:
         # The estimate of every run longer than a minute is said before it starts; one longer than
         # TIME_LIMIT is refused unless --yes asks for it.
         with (
-            ctrl_c_kept(terminate=True),
+            ctrl_c_kept(terminate=own_process),
             _cluster_member(args),
             checking(),
             long_runs_allowed(getattr(args, "yes", False)),
             announcing(lambda line: print(f"flowsim {args.command}: estimate: {line}", file=sys.stderr, flush=True)),
         ):
-            _start_devices()
+            if args.command != "derive":  # SymPy's work alone: no device to start
+                _start_devices()
             return args.run(args)
     except InvalidInput as error:
         # Invalid input found once the run's folder was made (e.g. by a memory estimate): a run that wrote
@@ -232,25 +238,18 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130 if interruption() == "Ctrl-C" else 128 + signal.SIGTERM
-    except OSError as error:
-        if not _in_results(args, error.filename):
-            return _internal_error(args, error)
+    except NotWritten as error:
         # The file system refused a result (a full disk, a quota): said in one line, the files written before kept.
         _close(args, "error", f"cannot write {error.filename}: {error.strerror}")
+        full = error.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
         print(
             f"flowsim {args.command}: error: cannot write {error.filename}: {error.strerror} (the files written "
-            "before it are kept; free some space or give another --out)",
+            f"before it are kept{'; free some space or give another --out' if full else ''})",
             file=sys.stderr,
         )
         return 2
     except Exception as error:
         return _internal_error(args, error)
-
-
-def _in_results(args, filename) -> bool:
-    """Whether `filename` is a file of the run's --out folder (its units included)."""
-    record = getattr(args, "record", None)
-    return record is not None and filename is not None and record.folder in Path(filename).parents
 
 
 def _internal_error(args, error: Exception) -> int:

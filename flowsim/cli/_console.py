@@ -3,9 +3,9 @@
 Two things would otherwise turn a successful run into an internal error, its later files unwritten:
 - a character the console's encoding lacks (a folder named "résultats", a "±", on an ASCII console such as
   PYTHONIOENCODING=ascii): it is printed as a Python escape ("\\xe9");
-- a reader that went away: `flowsim verify | head` closes the pipe after ten lines, a terminal left behind by a
-  disowned run hangs up. The rest of the printing then goes to os.devnull, and the run goes on to its end (its exit
-  status is the run's own); its files hold every result.
+- a reader that went away: `flowsim verify | head` closes the pipe after ten lines; the terminal of a run that
+  outlives it (`disown`, so that no SIGHUP ends the run) hangs up. The rest of the printing then goes to
+  os.devnull, and the run goes on to its end (its exit status is the run's own); its files hold every result.
 """
 
 import errno
@@ -15,8 +15,10 @@ import sys
 
 __all__ = ["keep_printing_harmless"]
 
-#: The errors of a write whose reader is gone: a closed pipe, a terminal that hung up.
+#: The errors of a write whose reader is gone: a closed pipe, a terminal that hung up; on Windows a closed pipe is
+#: EINVAL with one of these Windows errors (ERROR_BROKEN_PIPE, ERROR_NO_DATA).
 _READER_GONE = (errno.EPIPE, errno.EIO)
+_WINDOWS_READER_GONE = (109, 232)
 
 
 class _Stream:
@@ -37,7 +39,7 @@ class _Stream:
         try:
             return operation(*arguments)
         except OSError as error:
-            if error.errno not in _READER_GONE:
+            if error.errno not in _READER_GONE and getattr(error, "winerror", None) not in _WINDOWS_READER_GONE:
                 raise
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, self._stream.fileno())

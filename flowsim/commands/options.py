@@ -119,7 +119,7 @@ class _Names:
     choices: tuple[str, ...]
 
     def __call__(self, text: str) -> tuple[str, ...]:
-        names = tuple(text.split(","))
+        names = tuple(name.strip() for name in text.split(","))
         unknown = [name for name in names if name not in self.choices]
         if unknown:
             raise argparse.ArgumentTypeError(f"invalid choice: {unknown[0]!r} (choose from {', '.join(self.choices)})")
