@@ -350,7 +350,7 @@ def _close(args, status: str, reason: str, interruption: KeyboardInterrupt | Non
             if interruption is not None:
                 parts.write_interrupted(record, interruption)
             record.finish(status, reason)
-        except OSError as error:  # a full disk: what ended the run is still said, by the caller
+        except NotWritten as error:  # a full disk: what ended the run is still said, by the caller
             record.closed = True
             print(f"flowsim {args.command}: cannot write {error.filename}: {error.strerror}", file=sys.stderr)
         parts.list_files(record, sys.stderr)
