@@ -80,6 +80,8 @@ def processes(tmp_path_factory):
         futures["python -m flowsim"] = pool.submit(_flowsim, BAD_INPUTS[0][0], None, "flowsim")
         # A platform this machine lacks (a GPU's, without the GPU or JAX's plugin for it).
         futures["no platform"] = pool.submit(run, "no-platform", SGD, {"JAX_PLATFORMS": "cuda"})
+        # A backend matplotlib does not know (a desktop's would start its toolkit): the executable draws on Agg.
+        futures["MPLBACKEND"] = pool.submit(run, "mplbackend", SGD, {"MPLBACKEND": "no-such-backend"})
         yield futures
 
 
@@ -458,6 +460,15 @@ def test_a_platform_jax_cannot_start_is_invalid_input(processes):
         "unset JAX_PLATFORMS for the devices there are, or install the platform's JAX (docs/devices.md)\n"
     )
     assert len(result.stderr.splitlines()) == 1 and not out.exists()
+
+
+def test_the_executable_draws_on_agg_whatever_mplbackend_says(processes):
+    """MPLBACKEND=no-such-backend used to stop matplotlib's import at the run's first figure (exit status 3); the
+    executable only writes files, so it draws on Agg: the same bytes as the run without MPLBACKEND."""
+    _, plain = _succeeded(processes, "sgd")
+    _, out = _succeeded(processes, "MPLBACKEND")
+    for name in ("trajectories.csv", "sgd.png"):
+        assert (out / name).read_bytes() == (plain / name).read_bytes(), name
 
 
 # ---------------------------------------------------------------------------------------------

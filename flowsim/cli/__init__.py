@@ -180,12 +180,24 @@ def command() -> int:
     from flowsim.devices import use_host_cores
 
     keep_printing_harmless()
+    _figures_into_files()
     try:
         use_host_cores()
     except ValueError as error:  # a bad FLOWSIM_HOST_DEVICES: invalid input, said in one line
         print(f"flowsim: error: {error}", file=sys.stderr)
         return 2
     return main(own_process=True)
+
+
+def _figures_into_files() -> None:
+    """Draw the executable's figures on matplotlib's Agg backend, whatever MPLBACKEND says.
+
+    The command line only writes figures to files: a desktop's backend (TkAgg, QtAgg, macosx) would start
+    its toolkit for nothing, and a misspelt one stops matplotlib's import, mid-run, at the first figure.
+    """
+    os.environ["MPLBACKEND"] = "agg"
+    if "matplotlib" in sys.modules:  # imported before flowsim's entry point (a sitecustomize, say)
+        sys.modules["matplotlib"].use("agg")
 
 
 def main(argv: list[str] | None = None, *, own_process: bool = False) -> int:
