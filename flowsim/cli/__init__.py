@@ -175,7 +175,8 @@ def command() -> int:
     The process owns its devices, so its CPU is first split into one JAX device per core
     (`flowsim.devices.use_host_cores`; FLOWSIM_HOST_DEVICES=N for N): every batch then uses every core.
     Same seed, same numbers on a machine; across machines with different core counts, results agree
-    to about 1e-15 (a row's last bit can depend on where it sits in a device's batch).
+    in the last bits (a row's last bit can depend on where it sits in a device's batch), and an adaptive
+    solve whose steps that bit changes to about its tolerance (docs/devices.md, "The numbers").
     """
     from flowsim.devices import use_host_cores
 
