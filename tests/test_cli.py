@@ -82,7 +82,28 @@ def processes(tmp_path_factory):
         futures["no platform"] = pool.submit(run, "no-platform", SGD, {"JAX_PLATFORMS": "cuda"})
         # A backend matplotlib does not know (a desktop's would start its toolkit): the executable draws on Agg.
         futures["MPLBACKEND"] = pool.submit(run, "mplbackend", SGD, {"MPLBACKEND": "no-such-backend"})
+        futures["no stderr"] = pool.submit(_without_stderr, f"{SGD} --out {base / 'no-stderr'}", env)
         yield futures
+
+
+#: The executable's entry in a process started without a standard error (`flowsim ... 2>&-`, a daemon's start:
+#: Python's sys.stderr is None), then whether descriptor 2 is os.devnull after the run.
+_WITHOUT_STDERR = """
+import os, sys
+os.close(2)
+sys.stderr = sys.__stderr__ = None
+from flowsim.cli import command
+sys.argv = ["flowsim", *sys.argv[1:]]
+status = command()
+devnull, now = os.stat(os.devnull), os.fstat(2)
+print("descriptor 2 is os.devnull:", (now.st_dev, now.st_ino) == (devnull.st_dev, devnull.st_ino))
+sys.exit(status)
+"""
+
+
+def _without_stderr(arguments: str, env) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-c", _WITHOUT_STDERR, *arguments.split()]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=REPOSITORY)
 
 
 def _run(capsys, arguments: str) -> tuple[int, str, str]:
@@ -469,6 +490,17 @@ def test_the_executable_draws_on_agg_whatever_mplbackend_says(processes):
     _, out = _succeeded(processes, "MPLBACKEND")
     for name in ("trajectories.csv", "sgd.png"):
         assert (out / name).read_bytes() == (plain / name).read_bytes(), name
+
+
+def test_a_process_started_without_stderr_runs_to_its_end(processes, tmp_path):
+    """`flowsim sgd ... 2>&-`: sys.stderr None used to end the run as an internal error (exit status 3), and the next
+    file opened would have taken descriptor 2, where C code's logging goes; os.devnull takes it now."""
+    result = processes["no stderr"].result()
+    assert result.returncode == 0
+    assert result.stdout.endswith("descriptor 2 is os.devnull: True\n")
+    _, plain = _succeeded(processes, "sgd")
+    out = plain.parent / "no-stderr"
+    assert (out / "trajectories.csv").read_bytes() == (plain / "trajectories.csv").read_bytes()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,9 @@
 """The executable's standard streams: what it prints never ends a run that is computing or writing its files.
 
-Two things would otherwise turn a successful run into an internal error, its later files unwritten:
+Three things would otherwise turn a successful run into an internal error, its later files unwritten:
+- a standard stream the process was started without (`flowsim ... 2>&-`, a daemon's start): Python leaves
+  sys.stderr None, and the next file opened takes its descriptor, so that what C code writes to stderr (XLA's
+  logging) would land in a results file. os.devnull is opened there, as daemons do;
 - a character the console's encoding lacks (a folder named "résultats", a "±", on an ASCII console such as
   PYTHONIOENCODING=ascii): it is printed as a Python escape ("\\xe9");
 - a reader that went away: `flowsim verify | head` closes the pipe after ten lines; the terminal of a run that
@@ -50,11 +53,28 @@ class _Stream:
         return getattr(self._stream, name)
 
 
+def _open_missing_streams() -> None:
+    """os.devnull on each of the descriptors 0, 1, 2 that is closed, and as its sys stream where that is None."""
+    for descriptor, name, flags in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY), (2, "stderr", os.O_WRONLY)):
+        try:
+            os.fstat(descriptor)
+        except OSError:  # closed: the lowest free descriptor, which os.open takes, is this one (the lower are open)
+            opened = os.open(os.devnull, flags)
+            if opened != descriptor:
+                os.dup2(opened, descriptor)
+                os.close(opened)
+        if getattr(sys, name) is None:
+            mode = "r" if descriptor == 0 else "w"
+            setattr(sys, name, open(descriptor, mode, encoding="utf-8", errors="backslashreplace", closefd=False))
+
+
 def keep_printing_harmless() -> None:
-    """Make sys.stdout and sys.stderr escape what their encoding lacks and outlive their readers (see the module).
+    """Give the process its three standard streams, make sys.stdout and sys.stderr escape what their encoding lacks
+    and outlive their readers (see the module).
 
     For the `flowsim` executable only, which owns its process; a program calling `flowsim.cli.main` keeps its streams.
     """
+    _open_missing_streams()
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if not isinstance(stream, io.TextIOWrapper):  # None (a closed descriptor), or already replaced by a caller
