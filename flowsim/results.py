@@ -162,6 +162,24 @@ def prepare_folder(path, *, replace: bool = False, resume: bool = False) -> Path
     **Raises:** `InvalidInput` saying which folder cannot be used, why, and what to do instead.
     """
     folder = Path(path)
+    with _usable(folder):
+        return _prepare_folder(folder, replace, resume)
+
+
+@contextlib.contextmanager
+def _usable(folder: Path):
+    """The file system's refusal to look into or make `folder` (a name too long, a parent that cannot be searched,
+    a read-only file system) as InvalidInput naming the folder, before any computation."""
+    try:
+        yield
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise InvalidInput(
+            f"cannot write results into {folder}: {reason} (results need a folder that can be written)"
+        ) from None
+
+
+def _prepare_folder(folder: Path, replace: bool, resume: bool) -> Path:
     if folder.exists() and not folder.is_dir():
         raise InvalidInput(f"cannot write results into {folder}: it is a file (results need a folder)")
     entries = sorted(folder.iterdir()) if folder.is_dir() else []
@@ -194,15 +212,9 @@ def prepare_folder(path, *, replace: bool = False, resume: bool = False) -> Path
                     path.unlink()
             for leftover in folder.rglob(".*.part"):
                 leftover.unlink()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        reason = error.strerror or str(error)
-        raise InvalidInput(
-            f"cannot write results into {folder}: {reason} (results need a folder that can be written)"
-        ) from None
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=folder):
+        pass
     return folder
 
 
@@ -424,12 +436,13 @@ class RunRecord:
         resume: bool = False,
     ):
         # The outermost folder this run creates (None if `folder` exists): what `discard` may remove.
-        missing = [path for path in (Path(folder), *Path(folder).parents) if not path.exists()]
+        with _usable(Path(folder)):
+            missing = [path for path in (Path(folder), *Path(folder).parents) if not path.exists()]
+            earlier = earlier_run(folder) if resume else None
         self.created = missing[-1] if missing else None
         self.command = command
         self.parameters = dict(parameters)
         self.seed = seed
-        earlier = earlier_run(folder) if resume else None
         if earlier is not None:
             self._check_same_run(Path(folder), earlier)
         self.folder = prepare_folder(folder, replace=replace, resume=resume)

@@ -27,7 +27,8 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 DOC = REPOSITORY / "docs" / "bad-inputs.md"
 
 #: Command-line cases: (arguments, exit status, the start of the one line on stderr). {file} is a
-#: regular file, {earlier} a folder holding an earlier run, {foreign} a non-empty folder of other files.
+#: regular file, {earlier} a folder holding an earlier run, {foreign} a non-empty folder of other files,
+#: {overlong} a folder name longer than file systems allow.
 CLI_CASES = [
     ("nonsense", 2, "flowsim: error: argument command: invalid choice: 'nonsense'"),
     # A task's command is named by its choices, not by the parser's internal name for it.
@@ -63,6 +64,12 @@ CLI_CASES = [
     ("flow --out {file}/results", 2, "flowsim flow: error: cannot write results into"),
     ("flow --out {earlier}", 2, "flowsim flow: error: {earlier} holds an earlier run (flowsim flow, started"),
     ("flow --out {foreign} --replace", 2, "flowsim flow: error: cannot write results into {foreign}: it is not empty"),
+    (
+        "flow --out {overlong}",
+        2,
+        "flowsim flow: error: cannot write results into {overlong}: File name too long (results need a folder that "
+        "can be written)",
+    ),
     ("sgd --mode online --n 100", 2, "flowsim sgd: error: --n is the dataset size of --mode dataset: --mode online"),
     ("sparse sweep --span 0", 2, "flowsim sparse sweep: error: --span must be a number in (1, 1e4], got 0.0"),
     ("sparse sweep --span 1e300", 2, "flowsim sparse sweep: error: --span must be a number in (1, 1e4], got 1e+300"),
@@ -464,7 +471,8 @@ def _api_cases():
 
 @pytest.fixture(scope="module")
 def places(tmp_path_factory):
-    """{file}, {earlier} and {foreign}: a regular file, an earlier run's folder, a folder of other files."""
+    """{file}, {earlier}, {foreign}, {overlong}: a regular file, an earlier run's folder, a folder of other files,
+    a name of 300 bytes."""
     base = tmp_path_factory.mktemp("places")
     (base / "file").write_text("")
     earlier = base / "earlier"
@@ -481,7 +489,8 @@ def places(tmp_path_factory):
     foreign = base / "foreign"
     foreign.mkdir()
     (foreign / "thesis.tex").write_text("")
-    return {"file": base / "file", "earlier": earlier, "foreign": foreign}
+    # Looking for a folder name longer than file systems allow (255 bytes) used to be an internal error.
+    return {"file": base / "file", "earlier": earlier, "foreign": foreign, "overlong": base / ("x" * 300)}
 
 
 @pytest.fixture(autouse=True)
@@ -566,7 +575,8 @@ def markdown() -> str:
         "(time above an hour is refused unless --yes asks for it). A numerical failure is exit status 1:",
         "it is said where it happened, and the results computed, figures included, are kept. In the",
         "arguments, {file} stands for a regular file, {earlier} for a folder holding an earlier run,",
-        "{foreign} for a non-empty folder of other files.",
+        "{foreign} for a non-empty folder of other files, {overlong} for a folder name longer than file systems",
+        "allow (300 bytes).",
         "",
         f"## Command line ({len(CLI_CASES)} cases)",
         "",
