@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator
 
 import jax
+from jax._src import config as _jax_config  # JAX's per-thread settings: the same API in jax 0.10 to 0.12
 
 __all__ = [
     "Interrupted",
@@ -184,6 +185,47 @@ def stopped() -> bool:
     return _STOP.is_set()
 
 
+def _as_called_here(function):
+    """`function`, to be called in another thread as if in this one: with this thread's context variables and JAX's
+    settings made for it (`with jax.default_device(...)`, `jax.numpy_dtype_promotion(...)`, `jax.disable_jit()`,
+    `jax.sharding.use_mesh(...)`), which JAX keeps per thread, so that a worker thread would not see them."""
+    context = contextvars.copy_context()
+    settings = [(setting, setting.get_local()) for setting in _jax_settings()]
+    settings = [(setting, value) for setting, value in settings if value is not _jax_config.config_ext.unset]
+
+    def as_called(*args):
+        with contextlib.ExitStack() as stack:
+            for setting, value in settings:
+                stack.enter_context(_set_here(setting, value))
+            return context.run(function, *args)
+
+    return as_called
+
+
+def _jax_settings() -> list:
+    """Every JAX setting a thread can make for itself: the config options and the mesh and device contexts."""
+    listed = {id(state): state for state in _jax_config.config_states.values()}
+    for value in vars(_jax_config).values():
+        if isinstance(value, _jax_config.config_ext.Config):
+            listed.setdefault(id(value), value)
+    return list(listed.values())
+
+
+@contextlib.contextmanager
+def _set_here(setting, value) -> Iterator[None]:
+    """`setting` at `value` in this thread, as JAX's own context managers set it (their hooks included)."""
+    hook = getattr(setting, "_update_thread_local_hook", None)
+    previous = setting.swap_local(value)
+    if hook:
+        hook(value)
+    try:
+        yield
+    finally:
+        setting.set_local(previous)
+        if hook:
+            hook(None if previous is _jax_config.config_ext.unset else previous)
+
+
 def run_interruptibly(function, *args):
     """Run `function(*args)` to completion (its outputs ready) in a worker thread, within `ctrl_c_stops`.
 
@@ -195,7 +237,8 @@ def run_interruptibly(function, *args):
     # Not `with`: leaving the pool's block would wait for a computation abandoned by a second Ctrl-C.
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="flowsim")
     try:
-        future = pool.submit(lambda: jax.block_until_ready(function(*args)))
+        computation = _as_called_here(function)
+        future = pool.submit(lambda: jax.block_until_ready(computation(*args)))
         while True:
             try:
                 outputs = future.result(timeout=0.1)

@@ -386,6 +386,21 @@ def test_a_name_the_console_cannot_show_is_escaped(tmp_path, monkeypatch):
     assert _record(tmp_path / "résultats")["status"] == "ok"
 
 
+def test_the_executable_keeps_jaxs_standard_promotion(tmp_path, monkeypatch):
+    """JAX_NUMPY_DTYPE_PROMOTION=strict and JAX_NUMPY_RANK_PROMOTION=raise, set for a user's own code, used to end
+    `flowsim sgd` as an internal error (TypePromotionError); the executable's process keeps JAX's defaults."""
+    settings = {"jax_numpy_dtype_promotion": "strict", "jax_numpy_rank_promotion": "raise"}
+    before = {name: getattr(jax.config, name) for name in settings}
+    try:
+        for name, value in settings.items():
+            jax.config.update(name, value)
+        assert _command(monkeypatch, io.StringIO(), tmp_path) == 0
+    finally:
+        for name, value in before.items():
+            jax.config.update(name, value)
+    assert _record(tmp_path)["status"] == "ok"
+
+
 def test_a_reader_that_stops_early_does_not_end_the_run(tmp_path, monkeypatch):
     """`flowsim sgd | head -1`: the pipe's reader is gone before the run prints; the run goes on to exit 0, every file
     written (a print into the closed pipe used to end it as an internal error, its figures unwritten)."""

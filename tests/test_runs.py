@@ -6,6 +6,7 @@ task of test_engine_generic compiles in about a second): the computation must st
 check, raise `flowsim.Interrupted` and hand back the states it reached.
 """
 
+import contextvars
 import gc
 import json
 import os
@@ -22,7 +23,7 @@ import pytest
 
 import flowsim
 from flowsim import _memory, results
-from flowsim._interrupt import ctrl_c_kept, interruption
+from flowsim._interrupt import ctrl_c_kept, interruption, run_interruptibly
 from flowsim.cli import main
 from flowsim.results import RunRecord
 from tests.shared import default_ctrl_c
@@ -111,6 +112,37 @@ def test_ctrl_c_stops_a_solve_within_seconds_keeping_its_saved_states(monkeypatc
     kept = np.asarray(solved.ys)[0, saved[0]]
     np.testing.assert_allclose(kept[:, 0], np.cos(ts[saved[0]]), atol=1e-6)  # the states are the solution's
     assert solved.failures()[0].reason == "stopped by Ctrl-C"
+
+
+_MARKER = contextvars.ContextVar("flowsim_test_marker", default="not set")
+
+
+def test_a_computation_has_its_callers_jax_settings_and_context():
+    """An interruptible computation runs in a worker thread, where JAX's per-thread settings and Python's context
+    variables used to be lost: `with jax.numpy_dtype_promotion("standard"): slr.run_sgd(...)`, in a program that
+    sets "strict" for its own code, raised TypePromotionError. The worker has them now, and only while it runs."""
+    seen = {}
+
+    def look():
+        seen.update(
+            thread=threading.current_thread(),
+            promotion=str(jax.config.jax_numpy_dtype_promotion),
+            device=jax.config.jax_default_device,
+            no_jit=jax.config.jax_disable_jit,
+            marker=_MARKER.get(),
+        )
+        return jnp.zeros(())
+
+    device = jax.devices()[-1]
+    token = _MARKER.set("set by the caller")
+    try:
+        with jax.numpy_dtype_promotion("strict"), jax.default_device(device), jax.disable_jit():
+            run_interruptibly(look)
+    finally:
+        _MARKER.reset(token)
+    assert seen.pop("thread") is not threading.current_thread()
+    assert seen == {"promotion": "strict", "device": device, "no_jit": True, "marker": "set by the caller"}
+    assert str(jax.config.jax_numpy_dtype_promotion) == "standard" and not jax.config.jax_disable_jit
 
 
 @pytest.mark.parametrize(

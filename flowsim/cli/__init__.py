@@ -182,6 +182,7 @@ def command() -> int:
 
     keep_printing_harmless()
     _figures_into_files()
+    _standard_promotion()
     try:
         use_host_cores()
     except ValueError as error:  # a bad FLOWSIM_HOST_DEVICES: invalid input, said in one line
@@ -199,6 +200,18 @@ def _figures_into_files() -> None:
     os.environ["MPLBACKEND"] = "agg"
     if "matplotlib" in sys.modules:  # imported before flowsim's entry point (a sitecustomize, say)
         sys.modules["matplotlib"].use("agg")
+
+
+def _standard_promotion() -> None:
+    """JAX's default rules for mixing dtypes and ranks, whatever the environment asks for a user's own code.
+
+    JAX_NUMPY_DTYPE_PROMOTION=strict (or JAX_NUMPY_RANK_PROMOTION=raise), set for one's own programs, would
+    otherwise stop flowsim's, which mix integer steps with float times and broadcast scalars over batches.
+    """
+    import jax
+
+    jax.config.update("jax_numpy_dtype_promotion", "standard")
+    jax.config.update("jax_numpy_rank_promotion", "allow")
 
 
 def main(argv: list[str] | None = None, *, own_process: bool = False) -> int:
