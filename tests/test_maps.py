@@ -287,6 +287,10 @@ def test_the_built_in_maps_pass_the_checks_a_researchers_map_gets():
         ({"f": jnp.exp, "log_f": lambda x: 2 * x, "normalisation": "tokens"}, "log_f is not log f"),
         ({"f": jnp.tanh, "odd": False}, "declared odd = False, but its weight map is odd"),
         ({"f": 3.0}, "f must be a function of the scores"),
+        # An indicator in integers (no derivative: used to be numpy's TypeError) and a complex f (used to be
+        # taken, its imaginary part dropped with a warning).
+        ({"f": lambda x: (x > 0).astype(int)}, "f must return real floating-point values, but it returned int64"),
+        ({"f": lambda x: x + 1j}, "f must return real floating-point values, but it returned complex128"),
     ],
 )
 def test_a_bad_map_is_refused_with_what_is_wrong(arguments, message):
