@@ -24,11 +24,14 @@ def parse_args():
     parser.add_argument("--quick", action="store_true", help="20 000 steps, one round: a smoke test")
     parser.add_argument("--rounds", type=int, default=2, help="times each device count runs, alternated")
     parser.add_argument("--repeats", type=int, default=2, help="timed calls after the compiling one (fastest kept)")
-    parser.add_argument("--devices", type=int, default=len(os.sched_getaffinity(0)), help="the split (default: cores)")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    parser.add_argument("--devices", type=int, default=cores, help="the split (default: the cores)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)  # steps, in a child process
     args = parser.parse_args()
     if args.quick:
         args.rounds = 1
+    if min(args.rounds, args.repeats, args.devices) < 1:
+        parser.error("--rounds, --repeats and --devices must be at least 1")
     return args
 
 
@@ -43,7 +46,9 @@ def child(steps: int, repeats: int) -> None:
 
 
 def measure(devices: int, steps: int, repeats: int) -> dict:
-    environment = {**os.environ, "FLOWSIM_HOST_DEVICES": str(devices), "JAX_PLATFORMS": "cpu"}
+    # XLA_FLAGS without a device count of its own, which would override FLOWSIM_HOST_DEVICES in both processes.
+    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f)
+    environment = {**os.environ, "XLA_FLAGS": flags, "FLOWSIM_HOST_DEVICES": str(devices), "JAX_PLATFORMS": "cpu"}
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); from flowsim.devices import use_host_cores; use_host_cores(); "
         "import chain_devices; chain_devices.child(int(sys.argv[2]), int(sys.argv[3]))"

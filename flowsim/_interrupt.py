@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 
 import jax
-from jax._src import config as _jax_config  # JAX's per-thread settings: the same API in jax 0.10 to 0.12
+from jax._src import config as _jax_config  # JAX's per-thread settings (`THREAD_SETTINGS`)
 
 __all__ = [
     "Interrupted",
@@ -185,12 +185,25 @@ def stopped() -> bool:
     return _STOP.is_set()
 
 
+#: JAX's settings a caller makes for its thread (`with jax.default_device(...)`, `jax.numpy_dtype_promotion(...)`,
+#: `jax.disable_jit()`, ...) that a computation run in a worker thread takes as its own. A list, not every setting:
+#: some are not the thread's alone (`jax.thread_guard` sets one owner thread for the process).
+THREAD_SETTINGS = (
+    "jax_default_device",
+    "jax_numpy_dtype_promotion",
+    "jax_numpy_rank_promotion",
+    "jax_disable_jit",
+    "jax_default_matmul_precision",
+    "jax_debug_nans",
+    "jax_debug_infs",
+)
+
+
 def _as_called_here(function):
-    """`function`, to be called in another thread as if in this one: with this thread's context variables and JAX's
-    settings made for it (`with jax.default_device(...)`, `jax.numpy_dtype_promotion(...)`, `jax.disable_jit()`,
-    `jax.sharding.use_mesh(...)`), which JAX keeps per thread, so that a worker thread would not see them."""
+    """`function`, to be called in another thread as if in this one: with this thread's context variables and its
+    `THREAD_SETTINGS`, which JAX keeps per thread, so that a worker thread would not see them."""
     context = contextvars.copy_context()
-    settings = [(setting, setting.get_local()) for setting in _jax_settings()]
+    settings = [(setting, setting.get_local()) for setting in _thread_settings()]
     settings = [(setting, value) for setting, value in settings if value is not _jax_config.config_ext.unset]
 
     def as_called(*args):
@@ -202,13 +215,13 @@ def _as_called_here(function):
     return as_called
 
 
-def _jax_settings() -> list:
-    """Every JAX setting a thread can make for itself: the config options and the mesh and device contexts."""
-    listed = {id(state): state for state in _jax_config.config_states.values()}
-    for value in vars(_jax_config).values():
-        if isinstance(value, _jax_config.config_ext.Config):
-            listed.setdefault(id(value), value)
-    return list(listed.values())
+def _thread_settings() -> list:
+    """JAX's objects for `THREAD_SETTINGS`, those this JAX has (none where its private config API differs)."""
+    if not hasattr(getattr(_jax_config, "config_ext", None), "unset"):
+        return []
+    states = getattr(_jax_config, "config_states", {})
+    found = [states[name] for name in THREAD_SETTINGS if name in states]
+    return [state for state in found if all(hasattr(state, name) for name in ("get_local", "swap_local", "set_local"))]
 
 
 @contextlib.contextmanager

@@ -204,14 +204,20 @@ def _prepare_folder(folder: Path, replace: bool, resume: bool) -> Path:
                     f"cannot replace the earlier run in {folder}: it also holds what flowsim did not write "
                     f"({shown}{', ...' if len(others) > 3 else ''}); move those away or give another folder"
                 )
-            for path in sorted(ours, key=lambda p: len(p.parts), reverse=True):  # files, then their folders
-                if path.is_dir() and not path.is_symlink():
-                    with contextlib.suppress(OSError):
-                        path.rmdir()
-                elif path.exists() or path.is_symlink():
-                    path.unlink()
-            for leftover in folder.rglob(".*.part"):
-                leftover.unlink()
+            try:
+                for path in sorted(ours, key=lambda p: len(p.parts), reverse=True):  # files, then their folders
+                    if path.is_dir() and not path.is_symlink():
+                        with contextlib.suppress(OSError):
+                            path.rmdir()
+                    elif path.exists() or path.is_symlink():
+                        path.unlink()
+                for leftover in folder.rglob(".*.part"):
+                    leftover.unlink()
+            except OSError as error:
+                raise InvalidInput(
+                    f"cannot replace the earlier run in {folder}: deleting {error.filename} failed ({error.strerror}); "
+                    "the files deleted before it are gone, the others kept"
+                ) from None
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=folder):
         pass
@@ -438,11 +444,11 @@ class RunRecord:
         # The outermost folder this run creates (None if `folder` exists): what `discard` may remove.
         with _usable(Path(folder)):
             missing = [path for path in (Path(folder), *Path(folder).parents) if not path.exists()]
-            earlier = earlier_run(folder) if resume else None
         self.created = missing[-1] if missing else None
         self.command = command
         self.parameters = dict(parameters)
         self.seed = seed
+        earlier = earlier_run(folder) if resume else None
         if earlier is not None:
             self._check_same_run(Path(folder), earlier)
         self.folder = prepare_folder(folder, replace=replace, resume=resume)

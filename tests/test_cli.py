@@ -373,7 +373,13 @@ def _command(monkeypatch, stdout, out: Path) -> int:
     monkeypatch.setattr(sys, "stderr", sys.stderr)  # put back after: `command` wraps the streams it is given
     monkeypatch.setenv("FLOWSIM_HOST_DEVICES", "1")  # nothing to split: JAX has started here
     monkeypatch.setattr(sys, "argv", ["flowsim", *SGD.split(), "--out", str(out), "--no-progress"])
-    return command()
+    monkeypatch.setenv("MPLBACKEND", "agg")  # what `command` sets: put back after, with JAX's promotion rules
+    promotion = {name: getattr(jax.config, name) for name in ("jax_numpy_dtype_promotion", "jax_numpy_rank_promotion")}
+    try:
+        return command()
+    finally:
+        for name, value in promotion.items():
+            jax.config.update(name, value)
 
 
 def test_a_name_the_console_cannot_show_is_escaped(tmp_path, monkeypatch):
@@ -507,7 +513,7 @@ def test_the_executable_draws_on_agg_whatever_mplbackend_says(processes):
         assert (out / name).read_bytes() == (plain / name).read_bytes(), name
 
 
-def test_a_process_started_without_stderr_runs_to_its_end(processes, tmp_path):
+def test_a_process_started_without_stderr_runs_to_its_end(processes):
     """`flowsim sgd ... 2>&-`: sys.stderr None used to end the run as an internal error (exit status 3), and the next
     file opened would have taken descriptor 2, where C code's logging goes; os.devnull takes it now."""
     result = processes["no stderr"].result()

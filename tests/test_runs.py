@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import types
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -246,6 +247,22 @@ def test_a_windows_process_is_asked_of_its_kernel_not_signalled():
     assert not exists(ended) and ended.closed == [7]
     assert not exists(Kernel32(error=87))  # ERROR_INVALID_PARAMETER: no such process
     assert exists(Kernel32(error=5))  # ERROR_ACCESS_DENIED: another user's
+
+
+def test_a_replacement_that_cannot_delete_names_the_file(tmp_path, monkeypatch):
+    """A file of the earlier run that the file system will not delete: invalid input naming it, not an internal
+    error (nor the "cannot write results" of a folder that cannot be looked into)."""
+    record = {"schema": results.SCHEMA, "command": "flowsim flow", "status": "ok", "files": ["a.csv", "b.csv"]}
+    (tmp_path / "run.json").write_text(json.dumps(record))
+    for name in record["files"]:
+        (tmp_path / name).write_text("x\n1\n")
+
+    def refused(path, missing_ok=False):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(Path, "unlink", refused)
+    with pytest.raises(ValueError, match=r"cannot replace the earlier run in .*: deleting .* failed \(Permission"):
+        results.prepare_folder(tmp_path, replace=True)
 
 
 def test_a_folder_never_mixes_two_runs(tmp_path, capsys):

@@ -174,9 +174,10 @@ def command() -> int:
 
     The process owns its devices, so its CPU is first split into one JAX device per core
     (`flowsim.devices.use_host_cores`; FLOWSIM_HOST_DEVICES=N for N): every batch then uses every core.
-    Same seed, same numbers on a machine; across machines with different core counts, results agree
-    in the last bits (a row's last bit can depend on where it sits in a device's batch), and an adaptive
-    solve whose steps that bit changes to about its tolerance (docs/devices.md, "The numbers").
+    Same seed, same numbers on a machine; across machines with different core counts, results differ
+    only in the last bits (a row's last bit can depend on where it sits in a device's batch), except an
+    adaptive solve whose step sizes that bit changes, which agrees to about its tolerance (docs/devices.md,
+    "The numbers").
     """
     from flowsim.devices import use_host_cores
 

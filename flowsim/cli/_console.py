@@ -63,6 +63,7 @@ def _open_missing_streams() -> None:
             if opened != descriptor:
                 os.dup2(opened, descriptor)
                 os.close(opened)
+            os.set_inheritable(descriptor, True)  # a standard stream, for child processes too
         if getattr(sys, name) is None:
             mode = "r" if descriptor == 0 else "w"
             setattr(sys, name, open(descriptor, mode, encoding="utf-8", errors="backslashreplace", closefd=False))

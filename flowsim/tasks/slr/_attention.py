@@ -192,7 +192,7 @@ def _evaluate(where: str, label: str, function) -> np.ndarray:
             f"{where}: {label} must act elementwise, but on scores of shape {grid.shape} it returned shape "
             f"{values.shape}"
         )
-    if not np.issubdtype(values.dtype, np.floating):  # integers have no derivative; complex weights are no weights
+    if not jnp.issubdtype(values.dtype, jnp.floating):  # integers have no derivative; complex weights are no weights
         raise InvalidInput(f"{where}: {label} must return real floating-point values, but it returned {values.dtype}")
     for what, array in ((label, values), (f"the derivative of {label}", slopes)):
         bad = ~np.isfinite(array)
