@@ -9,8 +9,9 @@ percent of its time span. Either stops there with the states it reached, and the
 carries that partial result. A second Ctrl-C raises KeyboardInterrupt at once.
 
 The `flowsim` executable (`ctrl_c_kept(terminate=True)`, in a process of its own) treats SIGTERM, what a batch
-scheduler sends at a job's time limit and `kill` by default, as it treats Ctrl-C: the run stops within a second or
-so and keeps what it computed, where SIGTERM's default action would end the process at once.
+scheduler sends at a job's time limit and `kill` by default, and SIGHUP, what a closed terminal or a dropped SSH
+session sends, as it treats Ctrl-C: the run stops within a second or so and keeps what it computed, where their
+default action would end the process at once (`TERMINATING`).
 """
 
 import concurrent.futures
@@ -44,7 +45,9 @@ _REPORTED = threading.Event()
 #: collector's callback, which Python reports as "Exception ignored" and drops: JAX registers one); raised again by
 #: `raise_if_ctrl_c`.
 _PENDING = threading.Event()
-#: The signals that stop a computation: SIGINT (Ctrl-C), and SIGTERM within the command line's `ctrl_c_kept`.
+#: The signals that end a process by default and that the executable handles as Ctrl-C (where the platform has them).
+TERMINATING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+#: The signals that stop a computation: SIGINT (Ctrl-C), and `TERMINATING` within the command line's `ctrl_c_kept`.
 _SIGNALS = contextvars.ContextVar("flowsim_stop_signals", default=(signal.SIGINT,))
 #: The last of them received (SIGINT until one is): what `interruption` names.
 _RECEIVED = [signal.SIGINT]
@@ -79,14 +82,15 @@ class Interrupted(KeyboardInterrupt):
 
 
 def interruption() -> str:
-    """What stopped the last interrupted computation: "Ctrl-C" (SIGINT) or "SIGTERM"."""
+    """What stopped the last interrupted computation: "Ctrl-C" (SIGINT), or the name of a `TERMINATING` signal."""
     return "Ctrl-C" if _RECEIVED[0] == signal.SIGINT else signal.Signals(_RECEIVED[0]).name
 
 
 @contextlib.contextmanager
 def _handling(signals, handler) -> Iterator[None]:
-    """Within: `handler` for each of `signals`. A SIGTERM that its process ignores (SIG_IGN) stays ignored, and one
-    handled outside Python (`getsignal` None: an embedding program's, which could not be put back) stays its own."""
+    """Within: `handler` for each of `signals`. A signal other than SIGINT that its process ignores (SIG_IGN, as
+    `nohup` makes SIGHUP) stays ignored, and one handled outside Python (`getsignal` None: an embedding program's,
+    which could not be put back) stays its own."""
     previous = {}
     for signum in signals:
         if signum != signal.SIGINT and signal.getsignal(signum) in (signal.SIG_IGN, None):
@@ -109,8 +113,9 @@ def ctrl_c_kept(terminate: bool = False) -> Iterator[None]:
     and a user who pressed Ctrl-C should read that the run stopped, not a traceback. Other dropped exceptions are
     reported as before.
 
-    **Arguments:** `terminate`, whether SIGTERM is handled as Ctrl-C within, by this block and the computations'
-    `ctrl_c_stops` (the `flowsim` executable, which owns its process; a program calling flowsim keeps its own).
+    **Arguments:** `terminate`, whether the `TERMINATING` signals are handled as Ctrl-C within, by this block and the
+    computations' `ctrl_c_stops` (the `flowsim` executable, which owns its process; a program calling flowsim keeps
+    its own).
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -129,7 +134,7 @@ def ctrl_c_kept(terminate: bool = False) -> Iterator[None]:
 
     _PENDING.clear()
     _RECEIVED[0] = signal.SIGINT
-    signals = (signal.SIGINT, signal.SIGTERM) if terminate else (signal.SIGINT,)
+    signals = (signal.SIGINT, *TERMINATING) if terminate else (signal.SIGINT,)
     token = _SIGNALS.set(signals)
     sys.unraisablehook = unraisable
     try:

@@ -148,47 +148,49 @@ def test_a_computation_has_its_callers_jax_settings_and_context():
 
 @pytest.mark.parametrize(
     ("signum", "by", "exit_status"),
-    [(signal.SIGINT, "the user (Ctrl-C)", 130), (signal.SIGTERM, "SIGTERM", 143)],
-    ids=["SIGINT", "SIGTERM"],
+    [(signal.SIGINT, "the user (Ctrl-C)", 130), (signal.SIGTERM, "SIGTERM", 143), (signal.SIGHUP, "SIGHUP", 129)],
+    ids=["SIGINT", "SIGTERM", "SIGHUP"],
 )
 def test_the_command_line_writes_what_it_had_when_interrupted(tmp_path, capsys, monkeypatch, signum, by, exit_status):
-    """Ctrl-C, and SIGTERM (a batch scheduler's time limit, `kill`), which would otherwise end the process at once."""
+    """Ctrl-C, SIGTERM (a batch scheduler's time limit, `kill`) and SIGHUP (a closed terminal), which would otherwise
+    end the process at once."""
     out = tmp_path / "sgd"
     # --yes: a billion steps are estimated at more than an hour, which only a run asked for may take.
     arguments = f"sgd --d 10 --L 4 --steps 1000000000 --log-every 100000 --seeds 2 --yes --out {out}"
-    terminate = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signum)
     with _Stopwatch(monkeypatch, sys.modules["flowsim.sgd"], 2, signum):
         status = main(arguments.split(), own_process=True)  # as the executable runs it
-    assert signal.getsignal(signal.SIGTERM) == terminate  # the command line's handler is gone after the run
+    assert signal.getsignal(signum) == before  # the command line's handler is gone after the run
     stderr = capsys.readouterr().err
     assert status == exit_status and f"flowsim sgd: interrupted by {by}: the files written so far" in stderr
     record = json.loads((out / "run.json").read_text())
     assert record["status"] == "interrupted" and record["reason"].startswith("interrupted at step")
     assert record["reason"].endswith(f"by {by}")
-    assert interruption() == ("Ctrl-C" if signum == signal.SIGINT else "SIGTERM")  # what failures' reasons name
+    assert interruption() == ("Ctrl-C" if signum == signal.SIGINT else by)  # what failures' reasons name
     assert record["files"] == ["interrupted_sgd.csv"]
     assert (out / "interrupted_sgd.csv").read_text().startswith("seed,step,t,lam,kappa,nu,theta,eta,rho,risk\n")
 
 
-def test_sigterm_is_the_command_lines_only():
-    """SIGTERM is handled only within the command line's block (a process of its own): a library call's computation
-    leaves a program's SIGTERM as it was, and a SIGTERM the process ignores stays ignored."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_is_the_command_lines_only(signum):
+    """SIGTERM and SIGHUP are handled only within the command line's block (a process of its own): a library call's
+    computation leaves a program's handler as it was, and a signal the process ignores (`nohup`) stays ignored."""
     from flowsim._interrupt import ctrl_c_stops
 
-    terminate = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signum)
     with ctrl_c_stops():
-        assert signal.getsignal(signal.SIGTERM) == terminate
+        assert signal.getsignal(signum) == before
     with ctrl_c_kept(terminate=True):
-        assert signal.getsignal(signal.SIGTERM) not in (terminate, signal.SIG_IGN)
+        assert signal.getsignal(signum) not in (before, signal.SIG_IGN)
         with ctrl_c_stops():
-            assert signal.getsignal(signal.SIGTERM) == signal.getsignal(signal.SIGINT)
-    assert signal.getsignal(signal.SIGTERM) == terminate
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            assert signal.getsignal(signum) == signal.getsignal(signal.SIGINT)
+    assert signal.getsignal(signum) == before
+    signal.signal(signum, signal.SIG_IGN)
     try:
         with ctrl_c_kept(terminate=True), ctrl_c_stops():
-            assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+            assert signal.getsignal(signum) == signal.SIG_IGN
     finally:
-        signal.signal(signal.SIGTERM, terminate)
+        signal.signal(signum, before)
 
 
 def test_a_sigterm_handled_outside_python_is_left_to_it(monkeypatch):

@@ -10,8 +10,8 @@ describes every file. Exit status: 0 when the run succeeded; 1 on a numerical fa
 results computed until then are written, run.json says where it happened) or when `verify`'s
 claim fails; 2 on invalid input (one line on stderr, nothing computed); 3 on an internal error of
 flowsim (a bug: the traceback is printed, the files written so far are kept); 130 on Ctrl-C (the
-finished work is kept, and `--resume` continues a long command from it); 143 on SIGTERM, which stops a run as
-Ctrl-C does.
+finished work is kept, and `--resume` continues a long command from it); 143 on SIGTERM and 129 on SIGHUP (a closed
+terminal), which stop a run as Ctrl-C does.
 
 Option values are checked before anything is compiled; JAX, matplotlib and SymPy work happens
 inside the commands.
@@ -132,7 +132,7 @@ def _parser() -> argparse.ArgumentParser:
         f"the first task ({default}: {_task_cli(default).DESCRIPTION}); `flowsim TASK --help` lists a task's.",
         epilog="Exit status: 0 ok, 1 numerical failure (results kept) or a failed claim, 2 invalid input, "
         "3 an internal error of flowsim (results kept; please report it), 130 interrupted (results kept), 143 "
-        "stopped by SIGTERM (results kept). "
+        "stopped by SIGTERM, 129 by SIGHUP (results kept). "
         "Compiled programs are kept between runs in ~/.cache/flowsim/jax (JAX_COMPILATION_CACHE_DIR: another "
         "folder; FLOWSIM_COMPILATION_CACHE=0: none); the CPU is split into one JAX device per core "
         "(FLOWSIM_HOST_DEVICES=N: N devices; docs/devices.md).",
@@ -218,8 +218,8 @@ def _standard_promotion() -> None:
 def main(argv: list[str] | None = None, *, own_process: bool = False) -> int:
     """Run the `flowsim` command line in this process, on the devices JAX already has; returns the exit status.
 
-    `own_process`: whether the process is the command's alone (the executable, `command`): then SIGTERM stops the run
-    as Ctrl-C does (exit status 143); a program calling `main` keeps its own SIGTERM handling.
+    `own_process`: whether the process is the command's alone (the executable, `command`): then SIGTERM and SIGHUP stop
+    the run as Ctrl-C does (exit status 143, 129); a program calling `main` keeps its own handling of them.
     """
     parser = _parser()
     args, unknown = parser.parse_known_args(argv)
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None, *, own_process: bool = False) -> int:
             f"flowsim {args.command}: interrupted by {by}: the files written so far are complete{resume}",
             file=sys.stderr,
         )
-        return 130 if interruption() == "Ctrl-C" else 128 + signal.SIGTERM
+        return 130 if interruption() == "Ctrl-C" else 128 + signal.Signals[interruption()]
     except NotWritten as error:
         # The file system refused a result (a full disk, a quota): said in one line, the files written before kept.
         _close(args, "error", f"cannot write {error.filename}: {error.strerror}")
