@@ -55,7 +55,7 @@ def test_softmax_reaches_the_bayes_risk_at_the_bayes_temperature(run):
     assert abs(at_s["oracle"] - bayes.mean) < 4 * bayes.stderr
 
 
-def test_a_researchers_map_through_the_statistical_advantage(run):
+def test_a_researchers_map_through_the_statistical_advantage(run, tmp_path):
     """The capped softmax in `statistical_advantage` (d = 20, L = 3, gamma = 1, eps = 0.1, at the Bayes temperature
     lam = s, 4 sphere starts, t = 20): the cap loses softmax's advantage. Its oracle's risk (0.435) is about 9.6
     times softmax's (0.0455, the Bayes risk; the command's table's); its flow ends at its oracle's risk (measured
@@ -73,6 +73,18 @@ def test_a_researchers_map_through_the_statistical_advantage(run):
     assert table["oracle"][0] > 5 * softmax
     assert table["flow_median"][0] == pytest.approx(table["oracle"][0], rel=0.02)
     assert table["flow_median"][0] < table["sgd_median"][0] < 1.5 * table["flow_median"][0]
+    # The same map through the command line, named as MODULE:NAME (the module already imported here: the same object,
+    # so the same compiled programs): the same numbers, its stored unit named by the map's name made a file's.
+    folder = tmp_path / "own-map"
+    own = f"advantage --d {D} --L {L} --lams {lam!r} --starts 4 --t-max 20 --lr 0.05 --bayes-samples 20000"
+    assert main([*own.split(), "--maps", "tests.shared:CAPPED", "--out", str(folder)]) == 0
+    with open(folder / "advantage.csv") as file:
+        (row,) = list(csv.DictReader(file))
+    assert row["attention"] == "capped softmax"
+    assert [float(row[name]) for name in ("flow_median", "sgd_median", "oracle")] == [
+        table[name][0] for name in ("flow_median", "sgd_median", "oracle")
+    ]
+    assert (folder / "units" / f"capped_softmax-lam={lam!r}.npz").exists()
 
 
 def test_bad_input_is_refused():

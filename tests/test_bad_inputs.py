@@ -339,9 +339,32 @@ CLI_CASES = [
         "flowsim advantage: error: t_max / lr = inf SGD steps is not a finite number (t_max = 100, lr = 9.99989e-321)",
     ),
     (
+        "flow --attention capped",
+        2,
+        "flowsim flow: error: argument --attention: 'capped' is not a built-in map (erf, softmax, linear, softplus, "
+        "sigmoid, relu) nor FILE.py:NAME or MODULE:NAME",
+    ),
+    (
+        "flow --attention no-such-file.py:capped",
+        2,
+        "flowsim flow: error: argument --attention: no-such-file.py:capped: there is no file no-such-file.py",
+    ),
+    (
+        "sgd --attention flowsim.tasks.slr:Problem",
+        2,
+        "flowsim sgd: error: argument --attention: flowsim.tasks.slr:Problem: Problem in flowsim.tasks.slr must be a "
+        "flowsim.slr.AttentionMap, got the class Problem",
+    ),
+    (
+        "advantage --maps softmax,no_such_module:capped",
+        2,
+        "flowsim advantage: error: argument --maps: no_such_module:capped: loading no_such_module raised "
+        "ModuleNotFoundError: No module named 'no_such_module'",
+    ),
+    (
         "advantage --maps erf,sofmax",
         2,
-        "flowsim advantage: error: argument --maps: invalid choice: 'sofmax' (choose from erf, softmax, linear,",
+        "flowsim advantage: error: argument --maps: 'sofmax' is not a built-in map (erf, softmax, linear,",
     ),
 ]
 

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -390,6 +391,25 @@ def test_a_name_the_console_cannot_show_is_escaped(tmp_path, monkeypatch):
     console.flush()
     assert f"{tmp_path}/r\\xe9sultats/run.json" in console.buffer.getvalue().decode("ascii")
     assert _record(tmp_path / "résultats")["status"] == "ok"
+
+
+def test_a_researchers_map_file_is_loaded_once_and_what_it_raises_is_said(tmp_path, monkeypatch):
+    """--attention FILE.py:NAME: the file runs once per process (a second name of the same spec is the same map, so
+    the same compiled programs); a file that raises is invalid input saying what it raised, not flowsim's error."""
+    from flowsim.tasks.slr.cli import own_map
+
+    monkeypatch.chdir(tmp_path)
+    Path("maps.py").write_text(
+        "import jax.numpy as jnp\nfrom flowsim import slr\nRUNS = []\nRUNS.append(1)\n"
+        'tempered = slr.AttentionMap("tempered softmax", log_f=lambda x: x / 2, normalisation="tokens")\n'
+    )
+    Path("broken.py").write_text("raise RuntimeError('a bug of mine')\n")
+    tempered = own_map("maps.py:tempered")
+    assert tempered.name == "tempered softmax" and own_map("maps.py:tempered") is tempered
+    assert sys.modules["_flowsim_own_map_maps"].RUNS == [1]
+    np.testing.assert_allclose(tempered.weights(jnp.array([2.0, 0.0])), [np.e / (np.e + 1), 1 / (np.e + 1)])
+    with pytest.raises(ValueError, match=r"^broken.py:x: loading broken.py raised RuntimeError: a bug of mine$"):
+        own_map("broken.py:x")
 
 
 def test_the_executable_keeps_jaxs_standard_promotion(tmp_path, monkeypatch):

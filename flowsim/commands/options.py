@@ -97,32 +97,50 @@ def option(parser, flag: str, kind, default, text: str, allowed: Allowed | None 
         parser.get_default("checks")[flag[2:].replace("-", "_")] = (flag, allowed)
 
 
-def names_option(parser, flag: str, choices, default: str | None, text: str) -> None:
+def names_option(
+    parser, flag: str, choices, default: str | None, text: str, others: tuple[str, Callable] | None = None
+) -> None:
     """Add `flag`: one or more of `choices`, space- or comma-separated (`--maps erf softmax`, `--maps erf,softmax`, as
     the number lists are given), kept in the order given, a repeated name once, as a tuple.
 
-    **Arguments:** `default`: the names as typed, comma-separated ("l1,head"), or None for all of them.
+    **Arguments:** `default`: the names as typed, comma-separated ("l1,head"), or None for all of them; `others`:
+    (how they are written, a check raising ValueError) for names outside `choices` that are taken too.
     """
-    text = f"{text}: one or more of {', '.join(choices)}, space- or comma-separated"
+    text = (
+        f"{text}: one or more of {', '.join(choices)}{f' or {others[0]}' if others else ''}, space- or comma-separated"
+    )
     if default is None:
         # "%(default).0s" prints nothing, and keeps argparse from adding "(default: None)" after "all".
         text += " (default: all)%(default).0s"
     parser.add_argument(
-        flag, nargs="+", type=_Names(tuple(choices)), action=_Flattened, default=default, metavar="NAME", help=text
+        flag,
+        nargs="+",
+        type=_Names(tuple(choices), others[1] if others else None),
+        action=_Flattened,
+        default=default,
+        metavar="NAME",
+        help=text,
     )
 
 
 @dataclass(frozen=True)
 class _Names:
-    """The type of one value of a `names_option`: comma-separated names, each one of `choices`."""
+    """The type of one value of a `names_option`: comma-separated names, each one of `choices` or passing `other`."""
 
     choices: tuple[str, ...]
+    other: Callable | None = None
 
     def __call__(self, text: str) -> tuple[str, ...]:
         names = tuple(name.strip() for name in text.split(","))
-        unknown = [name for name in names if name not in self.choices]
-        if unknown:
-            raise argparse.ArgumentTypeError(f"invalid choice: {unknown[0]!r} (choose from {', '.join(self.choices)})")
+        for name in names:
+            if name in self.choices:
+                continue
+            if self.other is None:
+                raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join(self.choices)})")
+            try:
+                self.other(name)
+            except ValueError as error:
+                raise argparse.ArgumentTypeError(str(error)) from None
         return tuple(dict.fromkeys(names))
 
 

@@ -154,12 +154,13 @@ def statistical_advantage(
     sgd_risk, oracle = np.empty((*shape, starts)), np.empty(shape)
     seconds, rule_name, failed = {}, "", []
     store = unit or (lambda name, compute: compute())
+    stems = _unit_stems(names)
     for i, attention_map in enumerate(maps):
         name, began = attention_map.name, time.perf_counter()
         for j, lam in enumerate(lams):
             problem = Problem(d, L, float(lam), gamma, eps, attention_map, None if attention_map == ERF else rule)
             compute = functools.partial(_cell, problem, m0, key_sgd, t_max, lr, batch, steps)
-            cell = store(f"{name}-lam={float(lam)!r}", compute)
+            cell = store(f"{stems[i]}-lam={float(lam)!r}", compute)
             flow_risk[i, j], flow_status[i, j] = cell["flow_risk"], cell["flow_status"]
             sgd_risk[i, j], oracle[i, j] = cell["sgd_risk"], cell["oracle"]
             rule_name = problem.rule.name if problem.rule is not None else rule_name
@@ -185,6 +186,13 @@ def statistical_advantage(
         seconds,
         tuple(failed),
     )
+
+
+def _unit_stems(names: list[str]) -> list[str]:
+    """The maps' names as the names of stored units allow (letters, digits, "-", "_", "=", "."; a researcher's map
+    may be called "capped softmax"), numbered where two would otherwise be the same."""
+    stems = ["".join(c if c.isalnum() or c in "-_=." else "_" for c in name).lstrip(".") or "map" for name in names]
+    return stems if len(set(stems)) == len(stems) else [f"{stem}-{i}" for i, stem in enumerate(stems)]
 
 
 def _cell(problem: Problem, m0, key_sgd, t_max: float, lr: float, batch: int, steps: int) -> dict:
