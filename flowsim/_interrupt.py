@@ -26,6 +26,7 @@ import jax
 from jax._src import config as _jax_config  # JAX's per-thread settings (`THREAD_SETTINGS`)
 
 __all__ = [
+    "TERMINATING",
     "Interrupted",
     "checking",
     "checking_enabled",
@@ -122,6 +123,8 @@ def ctrl_c_kept(terminate: bool = False) -> Iterator[None]:
         return
 
     def handler(signum, frame):
+        if signum != signal.SIGINT and _RECEIVED[0] != signal.SIGINT:
+            return  # a repeated SIGTERM or SIGHUP (a hangup can send two): the run is stopping, writing what it had
         _RECEIVED[0] = signum
         _PENDING.set()
         signal.default_int_handler(signum, frame)
@@ -165,9 +168,11 @@ def ctrl_c_stops() -> Iterator[None]:
         return
 
     def handler(signum, frame):
-        _RECEIVED[0] = signum
         if _STOP.is_set():
-            signal.default_int_handler(signum, frame)  # the second Ctrl-C: KeyboardInterrupt
+            if signum == signal.SIGINT:
+                signal.default_int_handler(signum, frame)  # the second Ctrl-C: KeyboardInterrupt
+            return  # a repeated SIGTERM or SIGHUP (a hangup can send two): the first one's stop goes on
+        _RECEIVED[0] = signum
         _STOP.set()
 
     _STOP.clear()

@@ -87,6 +87,19 @@ def test_a_researchers_map_through_the_statistical_advantage(run, tmp_path):
     assert (folder / "units" / f"capped_softmax-lam={lam!r}.npz").exists()
 
 
+def test_a_maps_stored_units_are_named_as_files_allow():
+    """A map's name in its stored units' file names: the built-in maps' as they are (earlier runs resume), others
+    made ASCII, a long one cut and marked by its hash, names that differ only in case numbered (macOS's and
+    Windows' file systems ignore case)."""
+    from flowsim.tasks.slr._advantage import _unit_stems
+
+    assert _unit_stems(list(slr.ATTENTION_MAPS)) == list(slr.ATTENTION_MAPS)
+    assert _unit_stems(["capped softmax", "ε-softmax", ".hidden"]) == ["capped_softmax", "_-softmax", "hidden"]
+    assert _unit_stems(["Capped", "capped", "softmax"]) == ["Capped-0", "capped-1", "softmax"]
+    long = _unit_stems(["x" * 100, "x" * 99])
+    assert all(len(stem) == 59 and stem.startswith("x" * 48 + "-") for stem in long) and long[0] != long[1]
+
+
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="each of attention must be one of"):
         slr.statistical_advantage(0, attention=("tanh",))

@@ -352,14 +352,14 @@ CLI_CASES = [
     (
         "sgd --attention flowsim.tasks.slr:Problem",
         2,
-        "flowsim sgd: error: argument --attention: flowsim.tasks.slr:Problem: Problem in flowsim.tasks.slr must be a "
+        "flowsim sgd: error: --attention flowsim.tasks.slr:Problem: Problem in flowsim.tasks.slr must be a "
         "flowsim.slr.AttentionMap, got the class Problem",
     ),
     (
         "advantage --maps softmax,no_such_module:capped",
         2,
-        "flowsim advantage: error: argument --maps: no_such_module:capped: loading no_such_module raised "
-        "ModuleNotFoundError: No module named 'no_such_module'",
+        "flowsim advantage: error: argument --maps: no_such_module:capped: there is no module no_such_module (to "
+        "import: installed, or on PYTHONPATH)",
     ),
     (
         "advantage --maps erf,sofmax",

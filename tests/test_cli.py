@@ -394,22 +394,34 @@ def test_a_name_the_console_cannot_show_is_escaped(tmp_path, monkeypatch):
 
 
 def test_a_researchers_map_file_is_loaded_once_and_what_it_raises_is_said(tmp_path, monkeypatch):
-    """--attention FILE.py:NAME: the file runs once per process (a second name of the same spec is the same map, so
-    the same compiled programs); a file that raises is invalid input saying what it raised, not flowsim's error."""
-    from flowsim.tasks.slr.cli import own_map
+    """--attention FILE.py:NAME: a file runs once per process however many of its maps are named (the same map
+    each time, so the same compiled programs); one of the same name in another folder is another module; a file
+    that raises, even SystemExit, is invalid input saying what it raised, and leaves no module behind."""
+    from flowsim.tasks.slr._own_maps import own_map
 
     monkeypatch.chdir(tmp_path)
-    Path("maps.py").write_text(
-        "import jax.numpy as jnp\nfrom flowsim import slr\nRUNS = []\nRUNS.append(1)\n"
-        'tempered = slr.AttentionMap("tempered softmax", log_f=lambda x: x / 2, normalisation="tokens")\n'
+    maps = (
+        "import jax.numpy as jnp\nfrom flowsim import slr\nopen('runs.txt', 'a').write('run\\n')\n"
+        'tempered = slr.AttentionMap("tempered softmax", log_f=lambda x: x / {t}, normalisation="tokens")\n'
+        'capped = slr.AttentionMap("capped softmax", log_f=lambda x: jnp.minimum(x, 1.0), normalisation="tokens")\n'
     )
+    Path("maps.py").write_text(maps.format(t=2))
+    Path("other").mkdir()
+    Path("other/maps.py").write_text(maps.format(t=4))
     Path("broken.py").write_text("raise RuntimeError('a bug of mine')\n")
+    Path("exits.py").write_text("import sys\nsys.exit(2)\n")
     tempered = own_map("maps.py:tempered")
-    assert tempered.name == "tempered softmax" and own_map("maps.py:tempered") is tempered
-    assert sys.modules["_flowsim_own_map_maps"].RUNS == [1]
+    assert own_map("maps.py:capped").name == "capped softmax" and own_map(f"{tmp_path}/maps.py:tempered") is tempered
+    assert Path("runs.txt").read_text() == "run\n"
     np.testing.assert_allclose(tempered.weights(jnp.array([2.0, 0.0])), [np.e / (np.e + 1), 1 / (np.e + 1)])
+    other = own_map("other/maps.py:tempered")
+    assert other is not tempered and float(other.weights(jnp.array([4.0, 0.0]))[0]) == pytest.approx(np.e / (np.e + 1))
+    loaded = set(sys.modules)
     with pytest.raises(ValueError, match=r"^broken.py:x: loading broken.py raised RuntimeError: a bug of mine$"):
         own_map("broken.py:x")
+    with pytest.raises(ValueError, match=r"^exits.py:x: loading exits.py raised SystemExit: 2$"):
+        own_map("exits.py:x")
+    assert set(sys.modules) == loaded
 
 
 def test_the_executable_keeps_jaxs_standard_promotion(tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ task of test_engine_generic compiles in about a second): the computation must st
 check, raise `flowsim.Interrupted` and hand back the states it reached.
 """
 
+import contextlib
 import contextvars
 import gc
 import json
@@ -37,11 +38,11 @@ LATENCY = 2.5
 
 
 class _Stopwatch:
-    """A SIGINT (or `signum`) to this process once `module`'s computation has looked for Ctrl-C `checks` times (it
-    calls `stopped()` between its segments); `latency` once the interruption was caught."""
+    """A SIGINT (or `signum`, `times` times 10 ms apart) to this process once `module`'s computation has looked for
+    Ctrl-C `checks` times (it calls `stopped()` between its segments); `latency` once the interruption was caught."""
 
-    def __init__(self, monkeypatch, module, checks: int, signum: int = signal.SIGINT):
-        self.signum = signum
+    def __init__(self, monkeypatch, module, checks: int, signum: int = signal.SIGINT, times: int = 1):
+        self.signum, self.times = signum, times
         self.running = threading.Event()
         looked, original = [], module.stopped
 
@@ -64,7 +65,10 @@ class _Stopwatch:
         # Not once the block is left: its handler is gone by then, and a SIGTERM would end the test's worker.
         if self.running.wait(timeout=300) and not self.cancelled.is_set():
             self.sent = time.perf_counter()
-            os.kill(os.getpid(), self.signum)
+            for _ in range(self.times):
+                if not self.cancelled.is_set():
+                    os.kill(os.getpid(), self.signum)
+                    time.sleep(0.01)
 
     def __exit__(self, *exc):
         self.cancelled.set()
@@ -146,21 +150,42 @@ def test_a_computation_has_its_callers_jax_settings_and_context():
     assert str(jax.config.jax_numpy_dtype_promotion) == "standard" and not jax.config.jax_disable_jit
 
 
+#: SIGHUP where the platform has it (not on Windows).
+SIGHUP = getattr(signal, "SIGHUP", None)
+_NO_SIGHUP = pytest.mark.skipif(SIGHUP is None, reason="no SIGHUP on this platform")
+
+
+@contextlib.contextmanager
+def _default_action(signum):
+    """`signum` at its default action within (a suite started under `nohup` inherits SIGHUP ignored)."""
+    before = signal.signal(signum, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signum, before)
+
+
 @pytest.mark.parametrize(
     ("signum", "by", "exit_status"),
-    [(signal.SIGINT, "the user (Ctrl-C)", 130), (signal.SIGTERM, "SIGTERM", 143), (signal.SIGHUP, "SIGHUP", 129)],
+    [
+        (signal.SIGINT, "the user (Ctrl-C)", 130),
+        (signal.SIGTERM, "SIGTERM", 143),
+        pytest.param(SIGHUP, "SIGHUP", 129, marks=_NO_SIGHUP),
+    ],
     ids=["SIGINT", "SIGTERM", "SIGHUP"],
 )
 def test_the_command_line_writes_what_it_had_when_interrupted(tmp_path, capsys, monkeypatch, signum, by, exit_status):
     """Ctrl-C, SIGTERM (a batch scheduler's time limit, `kill`) and SIGHUP (a closed terminal), which would otherwise
-    end the process at once."""
+    end the process at once. The last two are sent twice, 10 ms apart, as a terminal's hangup can send SIGHUP (its
+    shell's, then the kernel's): the second used to stop the run as a second Ctrl-C does, losing what it had."""
     out = tmp_path / "sgd"
     # --yes: a billion steps are estimated at more than an hour, which only a run asked for may take.
     arguments = f"sgd --d 10 --L 4 --steps 1000000000 --log-every 100000 --seeds 2 --yes --out {out}"
-    before = signal.getsignal(signum)
-    with _Stopwatch(monkeypatch, sys.modules["flowsim.sgd"], 2, signum):
-        status = main(arguments.split(), own_process=True)  # as the executable runs it
-    assert signal.getsignal(signum) == before  # the command line's handler is gone after the run
+    times = 1 if signum == signal.SIGINT else 2
+    with _default_action(signum):
+        with _Stopwatch(monkeypatch, sys.modules["flowsim.sgd"], 2, signum, times):
+            status = main(arguments.split(), own_process=True)  # as the executable runs it
+        assert signal.getsignal(signum) == signal.SIG_DFL  # the command line's handler is gone after the run
     stderr = capsys.readouterr().err
     assert status == exit_status and f"flowsim sgd: interrupted by {by}: the files written so far" in stderr
     record = json.loads((out / "run.json").read_text())
@@ -171,12 +196,17 @@ def test_the_command_line_writes_what_it_had_when_interrupted(tmp_path, capsys, 
     assert (out / "interrupted_sgd.csv").read_text().startswith("seed,step,t,lam,kappa,nu,theta,eta,rho,risk\n")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, pytest.param(SIGHUP, marks=_NO_SIGHUP)], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_is_the_command_lines_only(signum):
     """SIGTERM and SIGHUP are handled only within the command line's block (a process of its own): a library call's
     computation leaves a program's handler as it was, and a signal the process ignores (`nohup`) stays ignored."""
     from flowsim._interrupt import ctrl_c_stops
 
+    with _default_action(signum):
+        _only_the_command_lines(signum, ctrl_c_stops)
+
+
+def _only_the_command_lines(signum, ctrl_c_stops):
     before = signal.getsignal(signum)
     with ctrl_c_stops():
         assert signal.getsignal(signum) == before

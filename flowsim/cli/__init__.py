@@ -227,6 +227,14 @@ def main(argv: list[str] | None = None, *, own_process: bool = False) -> int:
         args.command = f"{args.command} {args.task_command}"
     if unknown:
         _refuse_unrecognized(parser.commands[args.command], args.command, unknown)
+    # Over the error handling too: a repeated SIGTERM or SIGHUP (a terminal's hangup can send two) is ignored while
+    # a stopped run writes what it had.
+    with ctrl_c_kept(terminate=own_process):
+        return _run(args)
+
+
+def _run(args) -> int:
+    """The command of `args` (parsed): its exit status, each kind of failure said as the module says."""
     try:
         check(args)
         if args.progress is None:
@@ -237,7 +245,6 @@ def main(argv: list[str] | None = None, *, own_process: bool = False) -> int:
         # The estimate of every run longer than a minute is said before it starts; one longer than
         # TIME_LIMIT is refused unless --yes asks for it.
         with (
-            ctrl_c_kept(terminate=own_process),
             _cluster_member(args),
             checking(),
             long_runs_allowed(getattr(args, "yes", False)),

@@ -7,6 +7,7 @@ the population optimum only; here the risks are those training reaches.
 """
 
 import functools
+import hashlib
 import itertools
 import math
 import time
@@ -189,10 +190,17 @@ def statistical_advantage(
 
 
 def _unit_stems(names: list[str]) -> list[str]:
-    """The maps' names as the names of stored units allow (letters, digits, "-", "_", "=", "."; a researcher's map
-    may be called "capped softmax"), numbered where two would otherwise be the same."""
-    stems = ["".join(c if c.isalnum() or c in "-_=." else "_" for c in name).lstrip(".") or "map" for name in names]
-    return stems if len(set(stems)) == len(stems) else [f"{stem}-{i}" for i, stem in enumerate(stems)]
+    """The maps' names as file names of stored units (ASCII letters, digits, "-", "_", "=", "."; a researcher's map
+    may be called "capped softmax"): a long name cut and marked by a hash of it, a stem that another one's equals
+    where case is ignored (macOS's and Windows' file systems) numbered. The built-in maps' are their names."""
+    stems = []
+    for name in names:
+        stem = "".join(c if (c.isascii() and c.isalnum()) or c in "-_=." else "_" for c in name).lstrip(".") or "map"
+        if len(stem) > 64:
+            stem = f"{stem[:48]}-{hashlib.sha1(name.encode()).hexdigest()[:10]}"
+        stems.append(stem)
+    folded = [stem.casefold() for stem in stems]
+    return [f"{stem}-{i}" if folded.count(stem.casefold()) > 1 else stem for i, stem in enumerate(stems)]
 
 
 def _cell(problem: Problem, m0, key_sgd, t_max: float, lr: float, batch: int, steps: int) -> dict:

@@ -5,12 +5,9 @@ comparison, tables) are in the toolkit `flowsim.commands`.
 """
 
 import argparse
-import functools
-import importlib.util
 import math
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -39,6 +36,7 @@ from flowsim.compare import ATTRACTOR_TOL, REFERENCES
 from flowsim.schedules import InverseTimeDecay
 from flowsim.tasks import slr
 from flowsim.tasks.slr import _estimates
+from flowsim.tasks.slr._own_maps import OWN_MAP, check_spec, own_map
 from flowsim.tasks.slr._problem import PARAMETERS
 from flowsim.verify import VerifyReport
 
@@ -83,58 +81,26 @@ def _init_option(parser, what: str) -> None:
     init_option(parser, slr.Problem, what, _INIT_TEXT)
 
 
-#: How the command line names a researcher's own map (docs/own-attention-map.md), besides the built-in names.
-OWN_MAP = "FILE.py:NAME or MODULE:NAME"
+def _attention(spec: str, flag: str = "--attention") -> "str | slr.AttentionMap":
+    """A built-in map's name as it is, a researcher's map (`OWN_MAP`) loaded (when the run needs it).
 
-
-@functools.cache
-def own_map(spec: str) -> slr.AttentionMap:
-    """The `slr.AttentionMap` that `spec` names: `NAME` in the Python file `FILE.py` (run once per process), or in
-    the importable module `MODULE` (installed, or on PYTHONPATH).
-
-    **Raises:** `InvalidInput` naming what is missing or wrong, with the error the file raised, if any.
+    **Raises:** `InvalidInput` naming `flag` and what is wrong.
     """
-    source, _, name = spec.rpartition(":")
-    if not source or not name.isidentifier():
-        raise InvalidInput(f"{spec!r} is not a built-in map ({', '.join(slr.ATTENTION_MAPS)}) nor {OWN_MAP}")
+    if spec in slr.ATTENTION_MAPS:
+        return spec
     try:
-        if source.endswith(".py"):
-            path = Path(source)
-            if not path.is_file():
-                raise InvalidInput(f"{spec}: there is no file {source}")
-            loader = importlib.util.spec_from_file_location(f"_flowsim_own_map_{path.stem}", path)
-            module = importlib.util.module_from_spec(loader)
-            sys.modules[loader.name] = module  # as an import would: dataclasses and equinox look their module up
-            loader.loader.exec_module(module)
-        else:
-            module = importlib.import_module(source)
-    except InvalidInput:
-        raise
-    except Exception as error:  # the researcher's file: say what it raised, as for a map that fails its checks
-        raise InvalidInput(f"{spec}: loading {source} raised {type(error).__name__}: {error}") from error
-    found = getattr(module, name, None)
-    if not isinstance(found, slr.AttentionMap):
-        if found is None:
-            got = "nothing (no such name there)"
-        elif isinstance(found, type):
-            got = f"the class {found.__name__}"
-        else:
-            got = f"an object of type {type(found).__name__}"
-        raise InvalidInput(f"{spec}: {name} in {source} must be a flowsim.slr.AttentionMap, got {got}")
-    return found
-
-
-def _attention(spec: str) -> "str | slr.AttentionMap":
-    """A built-in map's name as it is, a researcher's map (`OWN_MAP`) loaded."""
-    return spec if spec in slr.ATTENTION_MAPS else own_map(spec)
+        return own_map(spec)
+    except InvalidInput as error:
+        raise InvalidInput(f"{flag} {error}") from None
 
 
 def _checked_map(spec: str) -> str:
-    """The type of --attention: `spec` if it names a map (a researcher's loaded and checked now, before any work)."""
-    try:
-        _attention(spec)
-    except InvalidInput as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    """The type of --attention: `spec` if it is a built-in map's name or has the form of `OWN_MAP`."""
+    if spec not in slr.ATTENTION_MAPS:
+        try:
+            check_spec(spec)
+        except InvalidInput as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
     return spec
 
 
@@ -276,7 +242,7 @@ def _advantage_options(parser) -> None:
         "inverse temperatures, a,b,c",
     )
     maps = slr.ATTENTION_MAPS
-    names_option(parser, "--maps", maps, ",".join(maps), "the maps compared", others=(OWN_MAP, own_map))
+    names_option(parser, "--maps", maps, ",".join(maps), "the maps compared", others=(OWN_MAP, check_spec))
     option(parser, "--starts", int, 64, "sphere starts of the flow, and SGD seeds", at_least(1))
     option(parser, "--t-max", float, 100.0, "horizon of the flow and of SGD (t = lr * step)", POSITIVE)
     option(parser, "--lr", float, 0.01, "SGD step size", POSITIVE)
@@ -741,7 +707,7 @@ def _advantage(args) -> int:
     lams, starts, t_max = args.lams, args.starts, args.t_max
     rule = quadrature.default_rule(args.L, args.rule_points)
     what = f"{len(args.maps)} maps x {len(lams)} values of lam, {starts} starts, t = {t_max:g}, d = {args.d}"
-    maps = tuple(_attention(name) for name in args.maps)
+    maps = tuple(_attention(name, "--maps") for name in args.maps)
     with record.phase("advantage", what):
         result = slr.statistical_advantage(
             jax.random.key(args.seed), d=args.d, L=args.L, gamma=args.gamma, eps=args.eps, lams=lams,
