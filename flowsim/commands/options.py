@@ -11,6 +11,7 @@ from flowsim._memory import check_work, held_announcements
 
 __all__ = [
     "Command",
+    "OneOf",
     "Parser",
     "check",
     "comma_separated",
@@ -115,7 +116,7 @@ def names_option(
     parser.add_argument(
         flag,
         nargs="+",
-        type=_Names(tuple(choices), others[1] if others else None),
+        type=_Names(OneOf(tuple(choices), others[1] if others else None)),
         action=_Flattened,
         default=default,
         metavar="NAME",
@@ -124,24 +125,32 @@ def names_option(
 
 
 @dataclass(frozen=True)
-class _Names:
-    """The type of one value of a `names_option`: comma-separated names, each one of `choices` or passing `other`."""
+class OneOf:
+    """An option's type: one of `choices`, or, given `other` (a check raising ValueError), a name it accepts."""
 
     choices: tuple[str, ...]
     other: Callable | None = None
 
+    def __call__(self, name: str) -> str:
+        if name in self.choices:
+            return name
+        if self.other is None:
+            raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join(self.choices)})")
+        try:
+            self.other(name)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return name
+
+
+@dataclass(frozen=True)
+class _Names:
+    """The type of one value of a `names_option`: comma-separated names, each taken by `one`."""
+
+    one: OneOf
+
     def __call__(self, text: str) -> tuple[str, ...]:
-        names = tuple(name.strip() for name in text.split(","))
-        for name in names:
-            if name in self.choices:
-                continue
-            if self.other is None:
-                raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join(self.choices)})")
-            try:
-                self.other(name)
-            except ValueError as error:
-                raise argparse.ArgumentTypeError(str(error)) from None
-        return tuple(dict.fromkeys(names))
+        return tuple(dict.fromkeys(self.one(name.strip()) for name in text.split(",")))
 
 
 class _Flattened(argparse.Action):

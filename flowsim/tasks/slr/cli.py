@@ -4,7 +4,6 @@
 comparison, tables) are in the toolkit `flowsim.commands`.
 """
 
-import argparse
 import math
 import sys
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from flowsim._checks import POSITIVE, SHARE, Allowed, InvalidInput, at_least
 from flowsim.commands import parts
 from flowsim.commands.options import (
     Command,
+    OneOf,
     comma_separated,
     estimated,
     init_option,
@@ -94,20 +94,10 @@ def _attention(spec: str, flag: str = "--attention") -> "str | slr.AttentionMap"
         raise InvalidInput(f"{flag} {error}") from None
 
 
-def _checked_map(spec: str) -> str:
-    """The type of --attention: `spec` if it is a built-in map's name or has the form of `OWN_MAP`."""
-    if spec not in slr.ATTENTION_MAPS:
-        try:
-            check_spec(spec)
-        except InvalidInput as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-    return spec
-
-
 def _attention_option(parser) -> None:
     parser.add_argument(
         "--attention",
-        type=_checked_map,
+        type=OneOf(tuple(slr.ATTENTION_MAPS), check_spec),  # a researcher's map: its form checked, loaded later
         default="erf",
         metavar="MAP",
         help=f"the attention weight map (docs/science.md section 7): one of {', '.join(slr.ATTENTION_MAPS)}, or a "
