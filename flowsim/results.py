@@ -10,6 +10,7 @@ repeated with the same arguments and seed writes the same numbers, byte for byte
 import contextlib
 import csv
 import datetime
+import hashlib
 import io
 import json
 import math
@@ -267,6 +268,18 @@ def write_text(path, text: str) -> Path:
     return write_bytes(path, text.encode("utf-8"))
 
 
+def file_digest(path) -> str:
+    """The SHA-256 of the file at `path`, in hexadecimal.
+
+    **Raises:** `InvalidInput` naming the file, if it cannot be read.
+    """
+    try:
+        with open(path, "rb") as file:
+            return hashlib.file_digest(file, "sha256").hexdigest()
+    except OSError as error:
+        raise InvalidInput(f"cannot read {path}: {error.strerror or error}") from None
+
+
 def long_table(axes: Sequence[Mapping[str, Sequence]], values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Flatten arrays over a grid into a tidy table: one row per grid point, one column per quantity.
 
@@ -426,8 +439,11 @@ class RunRecord:
     - `log`: called with a line when a phase starts and ends (default: print to stderr; None: silent).
     - `replace`: delete an earlier flowsim run in `folder` first (exactly the files it recorded).
     - `resume`: continue the earlier run in `folder`: the same command with the same parameters
-      (`NOT_COMPARED` aside) and seed, else `InvalidInput` naming what differs. Its finished units
-      (`unit`) are read back instead of computed again; its other files are written anew.
+      (`NOT_COMPARED` aside), seed and `inputs`, else `InvalidInput` naming what differs. Its finished
+      units (`unit`) are read back instead of computed again; its other files are written anew.
+    - `inputs`: files the run reads whose contents decide its results, beyond its parameters (e.g. a
+      researcher's own attention map), by the name the parameters give them: run.json keeps each
+      file's SHA-256 (None for no file), so that a run resumed after an edit is refused.
     """
 
     def __init__(
@@ -440,6 +456,7 @@ class RunRecord:
         log: Callable[[str], None] | None = log_to_stderr,
         replace: bool = False,
         resume: bool = False,
+        inputs: Mapping[str, Path | None] | None = None,
     ):
         # The outermost folder this run creates (None if `folder` exists): what `discard` may remove.
         with _usable(Path(folder)):
@@ -448,6 +465,7 @@ class RunRecord:
         self.command = command
         self.parameters = dict(parameters)
         self.seed = seed
+        self.inputs = {name: None if path is None else file_digest(path) for name, path in (inputs or {}).items()}
         earlier = earlier_run(folder) if resume else None
         if earlier is not None:
             self._check_same_run(Path(folder), earlier)
@@ -471,7 +489,7 @@ class RunRecord:
         self._write_record("running")
 
     def _check_same_run(self, folder: Path, earlier: dict) -> None:
-        """`InvalidInput` unless the earlier run in `folder` is this run: same command, parameters and seed."""
+        """`InvalidInput` unless the earlier run in `folder` is this run: same command, parameters, seed and inputs."""
         if earlier.get("status") == "running" and "not finished" not in describe_run(earlier):
             raise InvalidInput(f"cannot resume the run in {folder}: it is still running ({describe_run(earlier)})")
         then = {"command": earlier.get("command"), "seed": earlier.get("seed"), **earlier.get("parameters", {})}
@@ -485,6 +503,19 @@ class RunRecord:
             raise InvalidInput(
                 f"cannot resume the run in {folder} with other arguments ({'; '.join(differ)}): give the same "
                 "arguments, or another folder"
+            )
+        recorded = earlier.get("inputs", {})
+        for name, digest in self.inputs.items():
+            if name not in recorded:
+                why = f"that run did not record the contents of {name} (an earlier flowsim), so it may have changed"
+            elif recorded[name] != digest:
+                was, now = (str(value)[:12] for value in (recorded[name], digest))
+                why = f"{name} has changed since (SHA-256 {was}... then, {now}... now)"
+            else:
+                continue
+            raise InvalidInput(
+                f"cannot resume the run in {folder}: {why}: resume with the file as that run read it, or give another "
+                "folder"
             )
 
     def unit(self, name: str, compute: Callable[[], Any]) -> Any:
@@ -616,6 +647,7 @@ class RunRecord:
             "failures": self.failures,
             "summary": self.summary,
             "parameters": self.parameters,
+            **({"inputs": self.inputs} if self.inputs else {}),
             "seed": self.seed,
             "started": self.started.isoformat(timespec="seconds").replace("+00:00", "Z"),
             "durations_s": {"total": self.elapsed, "phases": self.phases},

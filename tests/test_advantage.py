@@ -4,12 +4,16 @@ researcher's map through the library's function, with the same sizes (the Bayes 
 programs compiled once)."""
 
 import csv
+import hashlib
+import json
 import math
+from pathlib import Path
 
 import pytest
 
 from flowsim import slr
 from flowsim.cli import main
+from tests import shared
 from tests.shared import CAPPED
 
 #: d = 20, L = 3 (the default rule: Gauss-Hermite of order 16), two values of lam (0.5 and the Bayes
@@ -85,6 +89,12 @@ def test_a_researchers_map_through_the_statistical_advantage(run, tmp_path):
         table[name][0] for name in ("flow_median", "sgd_median", "oracle")
     ]
     assert (folder / "units" / f"capped_softmax-lam={lam!r}.npz").exists()
+    # run.json keeps the module file's SHA-256: resumed with it unchanged, every finished unit is read back (an edited
+    # file is refused: tests/test_bad_inputs.py).
+    record = json.loads((folder / "run.json").read_text())
+    assert record["inputs"] == {"tests.shared": hashlib.sha256(Path(shared.__file__).read_bytes()).hexdigest()}
+    assert main([*own.split(), "--maps", "tests.shared:CAPPED", "--out", str(folder), "--resume"]) == 0
+    assert json.loads((folder / "run.json").read_text())["resumed_units"] == len(record["units"])
 
 
 def test_a_maps_stored_units_are_named_as_files_allow():

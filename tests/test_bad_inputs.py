@@ -17,11 +17,13 @@ import numpy as np
 import pytest
 
 import flowsim._memory
+import flowsim.cli
 import flowsim.results
 from flowsim import slr
 from flowsim._checks import InvalidInput
 from flowsim.cli import main
 from flowsim.tasks import latent, sparse
+from flowsim.tasks.slr.cli import _record
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 DOC = REPOSITORY / "docs" / "bad-inputs.md"
@@ -362,6 +364,12 @@ CLI_CASES = [
         "import: installed, or on PYTHONPATH)",
     ),
     (
+        "advantage --maps softmax,{maps}:capped --out {edited} --resume",
+        2,
+        "flowsim advantage: error: cannot resume the run in {edited}: {maps} has changed since (SHA-256 "
+        "2723be97048c... then, 65aa4a2fe7e7... now): resume with the file as that run read it, or give another folder",
+    ),
+    (
         "advantage --maps erf,sofmax",
         2,
         "flowsim advantage: error: argument --maps: 'sofmax' is not a built-in map (erf, softmax, linear,",
@@ -495,7 +503,7 @@ def _api_cases():
 @pytest.fixture(scope="module")
 def places(tmp_path_factory):
     """{file}, {earlier}, {foreign}, {overlong}: a regular file, an earlier run's folder, a folder of other files,
-    a name of 300 bytes."""
+    a name of 300 bytes; {edited}, an interrupted `advantage` run with a researcher's map {maps}, edited since."""
     base = tmp_path_factory.mktemp("places")
     (base / "file").write_text("")
     earlier = base / "earlier"
@@ -512,8 +520,23 @@ def places(tmp_path_factory):
     foreign = base / "foreign"
     foreign.mkdir()
     (foreign / "thesis.tex").write_text("")
+    # The record as the command makes it (nothing computed; what the file holds does not matter, only its digest).
+    maps, edited = base / "maps.py", base / "edited"
+    maps.write_bytes(b"capped = None\n")
+    parser = flowsim.cli._parser()
+    args, _ = parser.parse_known_args(["advantage", "--maps", f"softmax,{maps}:capped", "--out", str(edited)])
+    _record(args).finish("interrupted")
+    maps.write_bytes(b"capped = None  # edited\n")
     # Looking for a folder name longer than file systems allow (255 bytes) used to be an internal error.
-    return {"file": base / "file", "earlier": earlier, "foreign": foreign, "overlong": base / ("x" * 300)}
+    overlong = base / ("x" * 300)
+    return {
+        "file": base / "file",
+        "earlier": earlier,
+        "foreign": foreign,
+        "overlong": overlong,
+        "maps": maps,
+        "edited": edited,
+    }
 
 
 @pytest.fixture(autouse=True)
@@ -599,7 +622,8 @@ def markdown() -> str:
         "it is said where it happened, and the results computed, figures included, are kept. In the",
         "arguments, {file} stands for a regular file, {earlier} for a folder holding an earlier run,",
         "{foreign} for a non-empty folder of other files, {overlong} for a folder name longer than file systems",
-        "allow (300 bytes).",
+        "allow (300 bytes), {maps} for a researcher's map file and {edited} for the folder of an interrupted",
+        "`advantage` run that used it, the file edited since.",
         "",
         f"## Command line ({len(CLI_CASES)} cases)",
         "",

@@ -9,6 +9,7 @@ check, raise `flowsim.Interrupted` and hand back the states it reached.
 import contextlib
 import contextvars
 import gc
+import hashlib
 import json
 import os
 import signal
@@ -25,6 +26,7 @@ import pytest
 
 import flowsim
 from flowsim import _memory, results
+from flowsim._checks import InvalidInput
 from flowsim._interrupt import ctrl_c_kept, interruption, run_interruptibly
 from flowsim.cli import main
 from flowsim.results import RunRecord
@@ -279,6 +281,28 @@ def test_a_windows_process_is_asked_of_its_kernel_not_signalled():
     assert not exists(ended) and ended.closed == [7]
     assert not exists(Kernel32(error=87))  # ERROR_INVALID_PARAMETER: no such process
     assert exists(Kernel32(error=5))  # ERROR_ACCESS_DENIED: another user's
+
+
+def test_a_resumed_run_reads_its_input_files_as_they_were(tmp_path):
+    """A run's input files (a researcher's map) are kept as their SHA-256: the same file resumes; an edited one, one
+    the earlier run did not record, and one that cannot be read are refused by name."""
+    source, folder = tmp_path / "maps.py", tmp_path / "run"
+    source.write_bytes(b"capped = None\n")
+
+    def run(inputs=None):
+        return results.RunRecord(folder, "flowsim test", {"n": 1}, seed=0, log=None, resume=True, inputs=inputs)
+
+    run({"maps.py": source, "module": None}).finish("interrupted")
+    record = json.loads((folder / "run.json").read_text())
+    assert record["inputs"] == {"maps.py": hashlib.sha256(b"capped = None\n").hexdigest(), "module": None}
+    run({"maps.py": source, "module": None}).finish("interrupted")
+    with pytest.raises(InvalidInput, match=r"that run did not record the contents of other.py"):
+        run({"maps.py": source, "module": None, "other.py": source})
+    source.write_bytes(b"capped = 1\n")
+    with pytest.raises(InvalidInput, match=r"maps.py has changed since \(SHA-256 2723be97048c\.\.\. then"):
+        run({"maps.py": source, "module": None})
+    with pytest.raises(InvalidInput, match=r"cannot read .*missing.py: No such file"):
+        run({"maps.py": tmp_path / "missing.py"})
 
 
 def test_a_replacement_that_cannot_delete_names_the_file(tmp_path, monkeypatch):

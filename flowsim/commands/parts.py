@@ -3,7 +3,8 @@
 import concurrent.futures
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import numpy as np
 
@@ -34,10 +35,11 @@ __all__ = [
 ]
 
 
-def record(args) -> results.RunRecord:
+def record(args, inputs: Mapping[str, Path | None] | None = None) -> results.RunRecord:
     """The run's folder (created and checked for writing before anything is computed) and record.
 
-    Kept as `args.record`, so that `flowsim.cli.main` can close it if the run is interrupted or fails.
+    Kept as `args.record`, so that `flowsim.cli.main` can close it if the run is interrupted or fails. `inputs`:
+    files the run reads beyond its parameters (`results.RunRecord`), whose contents `--resume` checks.
     """
     parameters = {name: value for name, value in vars(args).items() if name not in ("run", "checks", "replace")}
     log = results.log_to_stderr if args.progress else None
@@ -49,6 +51,7 @@ def record(args) -> results.RunRecord:
         log=log,
         replace=args.replace,
         resume=getattr(args, "resume", False),
+        inputs=inputs,
     )
     starting()  # the estimate of the run, held until its folder is made (`flowsim.commands.options.estimated`)
     if args.record.resumed:

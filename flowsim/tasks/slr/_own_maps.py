@@ -14,7 +14,7 @@ from pathlib import Path
 from flowsim._checks import InvalidInput
 from flowsim.tasks.slr._attention import ATTENTION_MAPS, AttentionMap
 
-__all__ = ["OWN_MAP", "check_spec", "own_map"]
+__all__ = ["OWN_MAP", "check_spec", "own_map", "source_files"]
 
 #: How the command line names a researcher's own map (docs/own-attention-map.md), besides the built-in names.
 OWN_MAP = "FILE.py:NAME or MODULE:NAME"
@@ -42,6 +42,22 @@ def _importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
+
+
+def source_files(specs) -> dict[str, Path | None]:
+    """The files the researcher's maps among `specs` are read from, by their source as given (`FILE.py`, or
+    `MODULE`: the module's own file, None for a namespace package): what decides the maps besides their names."""
+    files = {}
+    for spec in specs:
+        if spec not in ATTENTION_MAPS:
+            source, _ = check_spec(spec)
+            files[source] = Path(source) if _is_file(source) else _origin(source)
+    return files
+
+
+def _origin(module: str) -> Path | None:
+    found = importlib.util.find_spec(module)
+    return Path(found.origin) if found is not None and found.has_location else None
 
 
 def own_map(spec: str) -> AttentionMap:

@@ -36,7 +36,7 @@ from flowsim.compare import ATTRACTOR_TOL, REFERENCES
 from flowsim.schedules import InverseTimeDecay
 from flowsim.tasks import slr
 from flowsim.tasks.slr import _estimates
-from flowsim.tasks.slr._own_maps import OWN_MAP, check_spec, own_map
+from flowsim.tasks.slr._own_maps import OWN_MAP, check_spec, own_map, source_files
 from flowsim.tasks.slr._problem import PARAMETERS
 from flowsim.verify import VerifyReport
 
@@ -92,6 +92,13 @@ def _attention(spec: str, flag: str = "--attention") -> "str | slr.AttentionMap"
         return own_map(spec)
     except InvalidInput as error:
         raise InvalidInput(f"{flag} {error}") from None
+
+
+def _record(args):
+    """`parts.record`, with the files of the researcher's maps the run names: run.json keeps their SHA-256, so that
+    --resume refuses a run whose map was edited since."""
+    specs = (getattr(args, "attention", "erf"), *getattr(args, "maps", ()))
+    return parts.record(args, source_files(specs))
 
 
 def _attention_option(parser) -> None:
@@ -337,7 +344,7 @@ def _demo(args) -> int:
     import jax
 
     problem = _problem(args)
-    record = parts.record(args)
+    record = _record(args)
     keys = [jax.random.fold_in(jax.random.key(args.seed), part) for part in range(4)]
     with record.phase("risks", f"risks of the baseline predictors (Bayes: {args.bayes_samples} samples)"):
         risks = _baseline_risks(problem, keys[0], args.bayes_samples)
@@ -436,7 +443,7 @@ def _flow(args) -> int:
 
     problem = _problem(args, args.decay, args.alpha)
     init = _given_overlaps(args.init)
-    record = parts.record(args)
+    record = _record(args)
 
     from flowsim import figures
 
@@ -480,7 +487,7 @@ def _portrait(args) -> int:
     import jax
 
     problem = _problem(args)
-    record = parts.record(args)
+    record = _record(args)
     key = jax.random.key(args.seed)
     parts.run_portrait(
         record,
@@ -532,7 +539,7 @@ def _sgd(args) -> int:
         raise InvalidInput("--mode dataset needs --n, the dataset size (a multiple of --batch)")
     if args.mode != "dataset" and args.n is not None:
         raise InvalidInput(f"--n is the dataset size of --mode dataset: --mode {args.mode} draws no dataset")
-    record = parts.record(args)
+    record = _record(args)
     what = f"{args.mode} SGD ({args.engine} engine), {args.steps} steps x {args.seeds} seeds, d = {problem.d}"
     with record.phase("sgd", what):
         run = setting.run(problem, jax.random.key(args.seed), mode=args.mode, n=args.n, dtype=args.dtype)
@@ -592,7 +599,7 @@ def _compare(args) -> int:
 
     setting = _sgd_setting(args)
     problem = _problem(args, args.decay, args.lr)
-    record = parts.record(args)
+    record = _record(args)
     _run_sgd_and_compare(
         record,
         problem,
@@ -624,7 +631,7 @@ def _sgd_setting(args) -> _SGDSetting:
 def _verify(args) -> int:
     import jax
 
-    record = parts.record(args)
+    record = _record(args)
     report = _run_verify(
         record,
         jax.random.key(args.seed),
@@ -648,7 +655,7 @@ def _reproduce(args) -> int:
     from flowsim import summary_table
 
     chosen = [_EXPERIMENTS[name] for name in args.only] if args.only else list(slr.EXPERIMENTS)
-    record = parts.record(args)
+    record = _record(args)
     length = "quick" if args.quick else "full"
     print(
         f"Reproducing {len(chosen)} reference experiments ({length} length, {args.seeds} seeds, "
@@ -693,7 +700,7 @@ def _advantage(args) -> int:
 
     from flowsim import quadrature
 
-    record = parts.record(args)
+    record = _record(args)
     lams, starts, t_max = args.lams, args.starts, args.t_max
     rule = quadrature.default_rule(args.L, args.rule_points)
     what = f"{len(args.maps)} maps x {len(lams)} values of lam, {starts} starts, t = {t_max:g}, d = {args.d}"
