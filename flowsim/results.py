@@ -16,6 +16,7 @@ import json
 import math
 import os
 import platform
+import string
 import sys
 import tempfile
 import time
@@ -35,14 +36,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PACKAGES",
+    "UNIT_CHARACTERS",
     "NotWritten",
     "RunRecord",
     "earlier_run",
     "environment",
+    "file_digest",
     "log_to_stderr",
     "long_table",
     "prepare_folder",
     "save_figure",
+    "unit_name",
     "write_bytes",
     "write_csv",
     "write_text",
@@ -53,6 +57,9 @@ SCHEMA = "flowsim run record 2"
 
 #: The folder of a run's finished units (`RunRecord.unit`).
 UNITS = "units"
+
+#: The characters of a stored unit's name (`RunRecord.unit`, `unit_name`): safe in a file's name on every file system.
+UNIT_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_=.")
 
 #: The parameters a resumed run may change: where and how it reports, not what it computes.
 NOT_COMPARED = ("out", "progress", "replace", "resume", "yes")
@@ -266,6 +273,12 @@ def write_bytes(path, data: bytes) -> Path:
 def write_text(path, text: str) -> Path:
     """Write a text file (UTF-8) atomically; see `write_bytes`."""
     return write_bytes(path, text.encode("utf-8"))
+
+
+def unit_name(text: str) -> str:
+    """`text` as a stored unit's name (`RunRecord.unit`): each character outside `UNIT_CHARACTERS` made "_", leading
+    dots dropped (a hidden file); empty if nothing is left."""
+    return "".join(c if c in UNIT_CHARACTERS else "_" for c in text).lstrip(".")
 
 
 def file_digest(path) -> str:
@@ -528,13 +541,14 @@ class RunRecord:
 
         **Arguments:**
 
-        - `name`: the unit's name, unique in the run (letters, digits, "-", "_", "=", ".").
+        - `name`: the unit's name, unique in the run (`UNIT_CHARACTERS`: ASCII letters, digits, "-", "_", "=", "."; not
+          starting with "."; `unit_name` makes one of any text).
         - `compute`: computes the unit's result.
 
         **Returns:** the result.
         """
-        if not name or not all(c.isalnum() or c in "-_=." for c in name) or name.startswith("."):
-            raise InvalidInput(f"a unit's name must be letters, digits, '-', '_', '=' or '.', got {name!r}")
+        if not name or not UNIT_CHARACTERS.issuperset(name) or name.startswith("."):
+            raise InvalidInput(f"a unit's name must be ASCII letters, digits, '-', '_', '=' or '.', got {name!r}")
         raise_if_ctrl_c()  # a Ctrl-C dropped during the last unit stops the run here, between two units
         path = self.folder / UNITS / f"{name}.npz"
         if name in self.units:

@@ -305,6 +305,18 @@ def test_a_resumed_run_reads_its_input_files_as_they_were(tmp_path):
         run({"maps.py": tmp_path / "missing.py"})
 
 
+def test_a_units_name_is_safe_in_every_file_system(tmp_path):
+    """A unit is refused a name its file could not have everywhere (a space, a non-ASCII letter, a hidden file's dot);
+    `unit_name` makes one of any text, and that name is taken."""
+    record = results.RunRecord(tmp_path / "run", "flowsim test", {}, log=None)
+    for name in ("capped softmax", "ε-softmax", ".hidden", "a/b", ""):
+        with pytest.raises(InvalidInput, match="a unit's name must be ASCII letters, digits"):
+            record.unit(name, lambda: 1.0)
+    made = [results.unit_name(name) for name in ("capped softmax", "ε-softmax", ".hidden", "a/b")]
+    assert made == ["capped_softmax", "_-softmax", "hidden", "a_b"]
+    assert [record.unit(name, lambda: 1.0) for name in made] == [1.0] * 4
+
+
 def test_a_replacement_that_cannot_delete_names_the_file(tmp_path, monkeypatch):
     """A file of the earlier run that the file system will not delete: invalid input naming it, not an internal
     error (nor the "cannot write results" of a folder that cannot be looked into)."""

@@ -22,7 +22,7 @@ from flowsim._memory import check_work
 from flowsim._status import Failure
 from flowsim.integrate import solve_flow
 from flowsim.quadrature import GaussianRule
-from flowsim.results import long_table
+from flowsim.results import long_table, unit_name
 from flowsim.tasks.slr._attention import ATTENTION_MAPS, ERF, AttentionMap, as_attention_map
 from flowsim.tasks.slr._baselines import Estimate, bayes_risk
 from flowsim.tasks.slr._data import ground_truth
@@ -190,12 +190,12 @@ def statistical_advantage(
 
 
 def _unit_stems(names: list[str]) -> list[str]:
-    """The maps' names as file names of stored units (ASCII letters, digits, "-", "_", "=", "."; a researcher's map
-    may be called "capped softmax"): a long name cut and marked by a hash of it, a stem that another one's equals
-    where case is ignored (macOS's and Windows' file systems) numbered. The built-in maps' are their names."""
+    """The maps' names as stored units' names (`unit_name`; a researcher's map may be called "capped softmax"): a long
+    name cut and marked by a hash of it, a stem that another one's equals where case is ignored (macOS's and Windows'
+    file systems) numbered. The built-in maps' are their names."""
     stems = []
     for name in names:
-        stem = "".join(c if (c.isascii() and c.isalnum()) or c in "-_=." else "_" for c in name).lstrip(".") or "map"
+        stem = unit_name(name) or "map"
         if len(stem) > 64:
             stem = f"{stem[:48]}-{hashlib.sha1(name.encode()).hexdigest()[:10]}"
         stems.append(stem)
