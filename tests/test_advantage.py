@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from flowsim import slr
+from flowsim._checks import InvalidInput
 from flowsim.cli import main
 from tests import shared
 from tests.shared import CAPPED
@@ -95,6 +96,30 @@ def test_a_researchers_map_through_the_statistical_advantage(run, tmp_path):
     assert record["inputs"] == {"tests.shared": hashlib.sha256(Path(shared.__file__).read_bytes()).hexdigest()}
     assert main([*own.split(), "--maps", "tests.shared:CAPPED", "--out", str(folder), "--resume"]) == 0
     assert json.loads((folder / "run.json").read_text())["resumed_units"] == len(record["units"])
+
+
+def test_verify_takes_a_researchers_map(tmp_path, monkeypatch, capsys):
+    """`flowsim verify --attention MODULE:NAME` checks the claim in the paper's three settings with that map
+    (`default_settings(d, L, map)`). The flows themselves are the engine's,
+    tested for every map elsewhere; compiling them here would cost half a minute, so the call is stopped at the
+    engine (measured by hand: the command's table equals the API's, 2026-11-30)."""
+    called = {}
+
+    def stop(settings, **options):
+        called.update(settings=settings, **options)
+        raise InvalidInput("stopped at the engine")
+
+    monkeypatch.setattr(slr, "verify_convergence", stop)
+    folder = tmp_path / "verify"
+    arguments = f"verify --d {D} --L {L} --n 4 --t-max 20 --attention tests.shared:CAPPED --out {folder}"
+    assert main(arguments.split()) == 2
+    assert capsys.readouterr().err == "flowsim verify: error: stopped at the engine\n"
+    expected = slr.default_settings(D, L, CAPPED)
+    assert [setting.name for setting in called["settings"]] == [setting.name for setting in expected]
+    assert [setting.task for setting in called["settings"]] == [setting.task for setting in expected]
+    assert all(setting.task.attention is CAPPED for setting in called["settings"])
+    assert (called["n"], called["t_max"]) == (4, 20.0)
+    assert slr.default_settings(D, L)[0].task.attention == slr.ATTENTION_MAPS["erf"]
 
 
 def test_a_maps_stored_units_are_named_as_files_allow():

@@ -244,18 +244,19 @@ def _compare(args):
     return needs, costs
 
 
-def _verify_work(n: int, saves: int, option: str):
+def _verify_work(n: int, saves: int, option: str, rule_points: int | None = None, t_max: float = 1000.0):
     trajectories = 3 * 2 * n  # three settings, starts on M and on the sphere
+    what = f"3 settings x 2 kinds of start x {option}"
     return (
-        [saved_need(f"3 settings x 2 kinds of start x {option}", trajectories, saves, _lower(option))],
-        [flow_cost(f"3 settings x 2 kinds of start x {option}", trajectories, None, _lower(option))],
+        [saved_need(what, trajectories, saves, _lower(option))],
+        [flow_cost(what, trajectories, rule_points, _lower(option), t_max)],
     )
 
 
 def _verify(args):
-    needs, costs = _verify_work(args.n, args.saves, "--n")
+    needs, costs = _verify_work(args.n, args.saves, "--n", _rule_points(args), args.t_max)
     needs[0] = needs[0]._replace(advice=_lower("--n", "--saves"))
-    return needs, costs
+    return needs + _rule_needs(args), costs
 
 
 def _demo(args):

@@ -1,6 +1,7 @@
 """The paper's convergence claim, checked by integrating the flow from many starts (docs/science.md section 5)."""
 
 from flowsim.schedules import InverseTimeDecay
+from flowsim.tasks.slr._attention import AttentionMap
 from flowsim.tasks.slr._problem import Problem
 from flowsim.verify import Setting, VerifyReport
 from flowsim.verify import verify_convergence as verify_claim
@@ -11,12 +12,19 @@ __all__ = ["CLAIM", "default_settings", "verify_convergence"]
 CLAIM = "almost every start on M converges to +-(k*, v*)"
 
 
-def default_settings(d: int = 400, L: int = 10) -> list[Setting]:
-    """The paper's population settings: lam = 0.1, lam = 0.9 and lam = 1 / (1 + 1e-4 step) at step 4e-3."""
+def default_settings(d: int = 400, L: int = 10, attention: str | AttentionMap = "erf") -> list[Setting]:
+    """The paper's population settings: lam = 0.1, lam = 0.9 and lam = 1 / (1 + 1e-4 step) at step 4e-3.
+
+    **Arguments:** `d`, `L`: the problem's sizes; `attention`: its weight map (`Problem`'s `attention`: the paper's
+    erf, another built-in map's name or a researcher's `AttentionMap`).
+
+    **Returns:** the three settings, named by their lam.
+    """
+    schedule = InverseTimeDecay(1.0, 1e-4, 4e-3)
     return [
-        Setting("lam = 0.1", Problem(d, L, 0.1)),
-        Setting("lam = 0.9", Problem(d, L, 0.9)),
-        Setting("lam = 1/(1 + 1e-4 step), alpha = 4e-3", Problem(d, L, InverseTimeDecay(1.0, 1e-4, 4e-3))),
+        Setting("lam = 0.1", Problem(d, L, 0.1, attention=attention)),
+        Setting("lam = 0.9", Problem(d, L, 0.9, attention=attention)),
+        Setting("lam = 1/(1 + 1e-4 step), alpha = 4e-3", Problem(d, L, schedule, attention=attention)),
     ]
 
 

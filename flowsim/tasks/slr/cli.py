@@ -210,6 +210,7 @@ def _compare_options(parser) -> None:
 
 def _verify_options(parser) -> None:
     _task_options(parser, "verify", resumable=True, d=_POPULATION.d, L=_POPULATION.L)
+    _attention_option(parser)
     option(parser, "--n", int, 64, "starts per initialisation and setting", at_least(1))
     option(parser, "--t-max", float, 1000.0, "integration horizon", POSITIVE)
     option(parser, "--tol", float, 1e-3, "max-norm distance to +-(k*, v*) counted as converged", POSITIVE)
@@ -327,9 +328,10 @@ def _run_sgd_and_compare(record, problem: slr.Problem, key, prefix: str, setting
     print(comparison.table())
 
 
-def _run_verify(record, key, prefix: str, *, d: int, L: int, n: int, **check) -> VerifyReport:
-    """`verify_convergence` at the paper's settings (`check`: its options); table printed, CSV written."""
-    settings = slr.default_settings(d, L)
+def _run_verify(record, key, prefix: str, *, d: int, L: int, n: int, attention="erf", **check) -> VerifyReport:
+    """`verify_convergence` at the paper's settings with the map `attention` (`check`: its options); table printed,
+    CSV written."""
+    settings = slr.default_settings(d, L, attention)
     with record.phase("verify", f"flow from {n} starts on M and {n} on the sphere per setting, d = {d}"):
         report = slr.verify_convergence(settings, key=key, n=n, **check)
     parts.write_verify(record, report, settings[0].task, prefix)
@@ -631,6 +633,7 @@ def _sgd_setting(args) -> _SGDSetting:
 def _verify(args) -> int:
     import jax
 
+    attention = _attention(args.attention)
     record = _record(args)
     report = _run_verify(
         record,
@@ -639,6 +642,7 @@ def _verify(args) -> int:
         d=args.d,
         L=args.L,
         n=args.n,
+        attention=attention,
         t_max=args.t_max,
         tol=args.tol,
         min_share=args.min_share,
