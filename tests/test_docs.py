@@ -9,8 +9,12 @@ the site again with the notebooks it executed.
 The site is then loaded, page by page, in headless Chromium with the network off (tests/browser.py), as a lecturer
 would project it: no script error, nothing asked of another host, every formula typeset, no raw TeX left in the
 text (the notebooks' executed pages are checked so in tests/test_notebooks.py).
+
+Every `flowsim ...` command line that README.md, the pages and the notebooks quote is parsed as the executable parses
+it: the command has those options, and they take those values.
 """
 
+import json
 import os
 import re
 import shutil
@@ -222,3 +226,60 @@ def test_the_browser_check_fails_a_page_that_needs_the_network_or_throws(site, t
     assert cdn.external == ("https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js",)
     assert any("a broken script" in error for error in cdn.errors) and cdn.raw_tex() and cdn.typeset == 0
     assert any("is not a valid selector" in error for error in digit.errors)
+
+
+#: The pages whose `flowsim ...` lines are meant to parse, the notebooks included (docs/bad-inputs.md lists refusals
+#: on purpose).
+_PAGES = [
+    "README.md",
+    *(f"docs/{page.name}" for page in sorted((REPOSITORY / "docs").glob("*.md")) if page.name != "bad-inputs.md"),
+    *(f"notebooks/{notebook.name}" for notebook in sorted((REPOSITORY / "notebooks").glob("*.ipynb"))),
+]
+
+
+def _quoted_commands(text: str) -> list[str]:
+    """The `flowsim ...` command lines of a page: in code blocks (up to a comment or a pipe) and in inline code."""
+    found, in_block = [], False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            in_block = not in_block
+        elif in_block and re.match(r"\s*(\$ )?flowsim\s", line):
+            found.append(re.split(r" #|\|", line)[0].strip().removeprefix("$ "))
+        found += [match.group(1).split("|")[0].strip() for match in re.finditer(r"`(flowsim [^`]+)`", line)]
+    return found
+
+
+def _placeholder(token: str) -> bool:
+    """COMMAND, [TASK], DIR, T, FILE.py:NAME, MODULE:NAME: words the reader replaces."""
+    return bool(re.fullmatch(r"\[?[A-Z][A-Z_]*\]?(\.py)?(:[A-Z]+)?", token)) or "FILE.py" in token
+
+
+@pytest.mark.parametrize("page", _PAGES)
+def test_every_command_line_a_page_quotes_is_accepted(page, tmp_path, monkeypatch, capsys):
+    """Each `flowsim ...` line the README and the docs quote names a command that has those options, with values they
+    take (parsed and checked as the executable does, nothing run): a renamed option, or a page that gives a command
+    an option it lacks, fails here. Lines with placeholders (COMMAND, DIR, FILE.py:NAME) are skipped; a researcher's
+    map file the page names (mymaps.py) is made in an empty working folder."""
+    from flowsim.cli import _parser
+    from flowsim.commands.options import check
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mymaps.py").write_text("")
+    text = (REPOSITORY / page).read_text()
+    if page.endswith(".ipynb"):  # its cells' text, markdown and code
+        text = "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
+    quoted = _quoted_commands(text)
+    checked = 0
+    for line in quoted:
+        arguments = line.split()[1:]
+        if not arguments or any(_placeholder(argument) for argument in arguments) or "--help" in arguments:
+            continue
+        parser = _parser()
+        try:
+            args, unknown = parser.parse_known_args(arguments)
+        except SystemExit:
+            pytest.fail(f"{page}: `{line}` is refused: {capsys.readouterr().err.strip()}")
+        assert not unknown, f"{page}: `{line}`: its command has no {' '.join(unknown)}"
+        check(args)
+        checked += 1
+    assert checked or page != "README.md"
