@@ -122,6 +122,30 @@ def test_verify_takes_a_researchers_map(tmp_path, monkeypatch, capsys):
     assert slr.default_settings(D, L)[0].task.attention == slr.ATTENTION_MAPS["erf"]
 
 
+def test_a_rule_flows_time_estimate_is_its_maps_own():
+    """The estimate before work counts each built-in map's measured cost per rule point (`RULE_FLOW_SECONDS`), a
+    researcher's map as the slowest (ReLU's): `flowsim verify` at its defaults (384 flows to t = 1000, L = 10) is
+    estimated at about 37 minutes with softmax and refused (over an hour) with ReLU or an unknown map."""
+    from flowsim.cli import _parser
+    from flowsim.tasks.slr import _estimates
+
+    parser = _parser()
+
+    def seconds(*arguments):
+        args, _ = parser.parse_known_args(["verify", *arguments])
+        return sum(cost.seconds for cost in _estimates.COMMANDS["verify"](args)[1])
+
+    softmax, relu = seconds("--attention", "softmax"), seconds("--attention", "relu")
+    assert seconds("--attention", "tests.shared:CAPPED") == relu > 3600 > softmax > 30 * 60 > seconds()
+    assert softmax == pytest.approx(relu * 3.5e-7 / 2.1e-6)
+
+    # statistical_advantage's own check, of two maps taken by a rule: a researcher's (None) counted as ReLU.
+    def advantage(rule_maps):
+        return _estimates.advantage_work(20, 3, 1, 2, rule_maps, 4, 20, 0.05, 5, 64, 100)[1][-1].seconds
+
+    assert advantage(["softmax", None]) == advantage(["softmax", "relu"]) > advantage(["softmax", "softmax"])
+
+
 def test_a_maps_stored_units_are_named_as_files_allow():
     """A map's name in its stored units' file names: the built-in maps' as they are (earlier runs resume), others
     made ASCII, a long one cut and marked by its hash, names that differ only in case numbered (macOS's and

@@ -145,7 +145,8 @@ def statistical_advantage(
     t_max, lr = check_positive("t_max", t_max), check_positive("lr", lr)
     steps = sgd_steps(t_max, lr)
     points = rule_points(L) if rule is None else len(rule.weights)
-    rule_maps = sum(a != ERF for a in maps)
+    # The built-in maps by name (their measured cost), a researcher's as None (counted as the slowest).
+    rule_maps = [a.name if ATTENTION_MAPS.get(a.name) is a else None for a in maps if a != ERF]
     work = advantage_work(d, L, len(lams), len(maps), rule_maps, starts, t_max, lr, batch, points, bayes_samples)
     check_work("statistical_advantage", *work, force=force)
     key_starts, key_sgd, key_bayes = jax.random.split(key, 3)

@@ -26,12 +26,13 @@ BAYES_SECONDS = 2e-7
 #: Seconds of the population PGD map per (seed x step).
 MAP_SECONDS = 1.1e-5
 #: Seconds of the gradient flow per trajectory (erf attention, to t = 1000: 66 s for 64), and per (trajectory x
-#: rule point x unit of time) for a map whose risk is taken by a rule over the L scores: the full `flowsim advantage`
-#: run, alone on the 2 cores, 7 x 64 flows to t = 100 with 4096 Sobol' points per map, its SGD runs included
-#: (BENCHMARKS.md, "Rule-based flows before and after the means of monomials"): relu, the slowest (its kinks cost
-#: steps), 383 s, 2.1e-6; softmax 61 s, softplus 84 s, 3.3e-7 and 4.6e-7. The slowest map's figure.
+#: rule point x unit of time) for each map whose risk is taken by a rule over the L scores: the full `flowsim
+#: advantage` run, alone on the 2 cores, 7 x 64 flows to t = 100 with 4096 Sobol' points per map, its SGD runs
+#: included (BENCHMARKS.md, "Rule-based flows before and after the means of monomials"): linear 40 s, 2.2e-7;
+#: softmax 61 s, 3.3e-7; sigmoid 77 s, 4.2e-7; softplus 84 s, 4.6e-7; relu, the slowest (its kinks cost steps),
+#: 383 s, 2.1e-6. Rounded up; a researcher's map, whose cost is unknown, is counted as the slowest.
 FLOW_SECONDS = 1.0
-RULE_FLOW_SECONDS = 2e-6
+RULE_FLOW_SECONDS = {"linear": 2.5e-7, "softmax": 3.5e-7, "sigmoid": 4.5e-7, "softplus": 5e-7, "relu": 2.1e-6}
 #: Values kept per saved state of a trajectory (the state, its risk, and the table's columns), in two copies.
 _SAVED_VALUES = 24
 
@@ -51,10 +52,19 @@ def saved_need(what: str, trajectories: int, saves: int, advice: str) -> Need:
     )
 
 
-def flow_cost(what: str, trajectories: int, rule_points: int | None, advice: str, t_max: float = 1000.0) -> Cost:
-    """The time of `trajectories` flows to `t_max` (each taking `rule_points` per risk if its map is taken by a
-    rule; erf's flows settle, and cost about the same to any horizon)."""
-    each = FLOW_SECONDS if rule_points is None else RULE_FLOW_SECONDS * rule_points * t_max
+def rule_flow_seconds(attention: str | None) -> float:
+    """Seconds per (trajectory x rule point x unit of time) of the flow of the map named `attention` (a built-in
+    map's name; any other, or None, is counted as the slowest built-in map)."""
+    return RULE_FLOW_SECONDS.get(attention, max(RULE_FLOW_SECONDS.values()))
+
+
+def flow_cost(
+    what: str, trajectories: int, rule_points: int | None, advice: str, t_max: float = 1000.0, attention=None
+) -> Cost:
+    """The time of `trajectories` flows to `t_max` (each taking `rule_points` per risk if its map, named
+    `attention`, is taken by a rule: `rule_flow_seconds`; erf's flows settle, and cost about the same to any
+    horizon)."""
+    each = FLOW_SECONDS if rule_points is None else rule_flow_seconds(attention) * rule_points * t_max
     return Cost(f"the flow ({what}: {trajectories} trajectories)", each * trajectories, advice)
 
 
@@ -127,7 +137,8 @@ def sgd_steps(t_max: float, lr: float) -> int:
 
 def advantage_work(d, L, lams, maps, rule_maps, starts, t_max, lr, batch, rule_points, bayes_samples, names=None):
     """The memory and time of `statistical_advantage`: per map and lam a flow and an SGD run from `starts`, and the
-    Bayes risk; `maps`: how many, `rule_maps` of them (all but erf) taking their risk by a rule of `rule_points`."""
+    Bayes risk; `maps`: how many, `rule_maps` the names of those (all but erf) taking their risk by a rule of
+    `rule_points` (`rule_flow_seconds`: None for a researcher's map)."""
     names = {
         "starts": "starts",
         "steps": "t_max (or raise lr)",
@@ -159,12 +170,15 @@ def advantage_work(d, L, lams, maps, rule_maps, starts, t_max, lr, batch, rule_p
     needs.append(work[0][1])
     costs += [
         Cost(f"{cells} SGD runs: {work[1][0].what}", cells * work[1][0].seconds, work[1][0].advice),
-        flow_cost(f"{cells} flows", (maps - rule_maps) * lams * starts, None, _lower(names["starts"], names["lams"])),
+        flow_cost(
+            f"{cells} flows", (maps - len(rule_maps)) * lams * starts, None, _lower(names["starts"], names["lams"])
+        ),
     ]
     if rule_maps:
-        advice = _lower(names["starts"], names["lams"], names["maps"])
-        costs.append(flow_cost(f"{rule_maps * lams} flows of the maps taken by a rule", rule_maps * lams * starts,
-                               rule_points, advice, t_max))  # fmt: skip
+        flows, trajectories = len(rule_maps) * lams, len(rule_maps) * lams * starts
+        seconds = sum(map(rule_flow_seconds, rule_maps)) * rule_points * t_max * lams * starts
+        what = f"the flow ({flows} flows of the maps taken by a rule: {trajectories} trajectories)"
+        costs.append(Cost(what, seconds, _lower(names["starts"], names["lams"], names["maps"])))
     return needs, costs
 
 
@@ -205,7 +219,7 @@ def _rule_needs(args) -> list:
 
 def _flow(args):
     needs = [saved_need("--n x --saves", args.n, args.saves, _lower("--n", "--saves")), *_rule_needs(args)]
-    return needs, [flow_cost("--n", args.n, _rule_points(args), _lower("--n"), args.t_max)]
+    return needs, [flow_cost("--n", args.n, _rule_points(args), _lower("--n"), args.t_max, args.attention)]
 
 
 def _portrait(args):
@@ -215,10 +229,15 @@ def _portrait(args):
         saved_need("--trajectories", args.trajectories, 201, _lower("--trajectories")),
         *_rule_needs(args),
     ]  # fmt: skip
-    costs = [flow_cost("--trajectories", args.trajectories, _rule_points(args), _lower("--trajectories"), args.t_max)]
+    points = _rule_points(args)
+    costs = [
+        flow_cost("--trajectories", args.trajectories, points, _lower("--trajectories"), args.t_max, args.attention)
+    ]
     if args.basins:
         needs.append(saved_need("--basin-n", args.basin_n, 101, _lower("--basin-n")))
-        costs.append(flow_cost("--basin-n", args.basin_n, _rule_points(args), _lower("--basin-n"), args.basin_t_max))
+        costs.append(
+            flow_cost("--basin-n", args.basin_n, points, _lower("--basin-n"), args.basin_t_max, args.attention)
+        )
     return needs, costs
 
 
@@ -240,21 +259,25 @@ def _compare(args):
     logs = args.steps // args.log_every + 1
     needs.append(saved_need("the flow from every seed's start", args.seeds, logs, "raise --log-every"))
     horizon = args.lr * args.steps
-    costs.append(flow_cost("from every seed's start", args.seeds, _rule_points(args), _lower("--seeds"), horizon))
+    costs.append(
+        flow_cost("from every seed's start", args.seeds, _rule_points(args), _lower("--seeds"), horizon, args.attention)
+    )
     return needs, costs
 
 
-def _verify_work(n: int, saves: int, option: str, rule_points: int | None = None, t_max: float = 1000.0):
+def _verify_work(
+    n: int, saves: int, option: str, rule_points: int | None = None, t_max: float = 1000.0, attention=None
+):
     trajectories = 3 * 2 * n  # three settings, starts on M and on the sphere
     what = f"3 settings x 2 kinds of start x {option}"
     return (
         [saved_need(what, trajectories, saves, _lower(option))],
-        [flow_cost(what, trajectories, rule_points, _lower(option), t_max)],
+        [flow_cost(what, trajectories, rule_points, _lower(option), t_max, attention)],
     )
 
 
 def _verify(args):
-    needs, costs = _verify_work(args.n, args.saves, "--n", _rule_points(args), args.t_max)
+    needs, costs = _verify_work(args.n, args.saves, "--n", _rule_points(args), args.t_max, args.attention)
     needs[0] = needs[0]._replace(advice=_lower("--n", "--saves"))
     return needs + _rule_needs(args), costs
 
@@ -294,7 +317,8 @@ def _reproduce(args):
 
 def _advantage(args):
     return advantage_work(
-        args.d, args.L, len(args.lams), len(args.maps), len(set(args.maps) - {"erf"}), args.starts, args.t_max,
+        args.d, args.L, len(args.lams), len(args.maps), [name for name in args.maps if name != "erf"], args.starts,
+        args.t_max,
         args.lr, args.batch, rule_points(args.L, args.rule_points), args.bayes_samples,
         {"starts": "--starts", "steps": "--t-max (or raise --lr)", "lams": "--lams", "d": "--d", "batch": "--batch",
          "rule_points": "--rule-points", "bayes_samples": "--bayes-samples", "maps": "--maps"},
