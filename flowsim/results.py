@@ -10,7 +10,6 @@ repeated with the same arguments and seed writes the same numbers, byte for byte
 import contextlib
 import csv
 import datetime
-import hashlib
 import io
 import json
 import math
@@ -41,7 +40,6 @@ __all__ = [
     "RunRecord",
     "earlier_run",
     "environment",
-    "file_digest",
     "log_to_stderr",
     "long_table",
     "prepare_folder",
@@ -281,18 +279,6 @@ def unit_name(text: str) -> str:
     return "".join(c if c in UNIT_CHARACTERS else "_" for c in text).lstrip(".")
 
 
-def file_digest(path) -> str:
-    """The SHA-256 of the file at `path`, in hexadecimal.
-
-    **Raises:** `InvalidInput` naming the file, if it cannot be read.
-    """
-    try:
-        with open(path, "rb") as file:
-            return hashlib.file_digest(file, "sha256").hexdigest()
-    except OSError as error:
-        raise InvalidInput(f"cannot read {path}: {error.strerror or error}") from None
-
-
 def long_table(axes: Sequence[Mapping[str, Sequence]], values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Flatten arrays over a grid into a tidy table: one row per grid point, one column per quantity.
 
@@ -454,9 +440,10 @@ class RunRecord:
     - `resume`: continue the earlier run in `folder`: the same command with the same parameters
       (`NOT_COMPARED` aside), seed and `inputs`, else `InvalidInput` naming what differs. Its finished
       units (`unit`) are read back instead of computed again; its other files are written anew.
-    - `inputs`: files the run reads whose contents decide its results, beyond its parameters (e.g. a
-      researcher's own attention map), by the name the parameters give them: run.json keeps each
-      file's SHA-256 (None for no file), so that a run resumed after an edit is refused.
+    - `inputs`: what the run read beyond its parameters that decides its results (e.g. a researcher's
+      own attention map), as the SHA-256 of its contents (None where there is no file)
+      by the name the parameters give it: run.json keeps them, so that a run resumed after an edit is
+      refused.
     """
 
     def __init__(
@@ -469,7 +456,7 @@ class RunRecord:
         log: Callable[[str], None] | None = log_to_stderr,
         replace: bool = False,
         resume: bool = False,
-        inputs: Mapping[str, Path | None] | None = None,
+        inputs: Mapping[str, str | None] | None = None,
     ):
         # The outermost folder this run creates (None if `folder` exists): what `discard` may remove.
         with _usable(Path(folder)):
@@ -478,7 +465,7 @@ class RunRecord:
         self.command = command
         self.parameters = dict(parameters)
         self.seed = seed
-        self.inputs = {name: None if path is None else file_digest(path) for name, path in (inputs or {}).items()}
+        self.inputs = dict(inputs or {})
         earlier = earlier_run(folder) if resume else None
         if earlier is not None:
             self._check_same_run(Path(folder), earlier)

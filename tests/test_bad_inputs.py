@@ -6,6 +6,7 @@ Each case is run in this process (`flowsim.cli.main`): nothing here compiles a c
 every refusal comes before one, except the one tiny run that shows a numerical failure's outcome.
 """
 
+import hashlib
 import json
 import shlex
 import sys
@@ -367,7 +368,7 @@ CLI_CASES = [
         "advantage --maps softmax,{maps}:capped --out {edited} --resume",
         2,
         "flowsim advantage: error: cannot resume the run in {edited}: {maps} has changed since (SHA-256 "
-        "2723be97048c... then, 65aa4a2fe7e7... now): resume with the file as that run read it, or give another folder",
+        "{was}... then, {now}... now): resume with the file as that run read it, or give another folder",
     ),
     (
         "advantage --maps erf,sofmax",
@@ -520,13 +521,16 @@ def places(tmp_path_factory):
     foreign = base / "foreign"
     foreign.mkdir()
     (foreign / "thesis.tex").write_text("")
-    # The record as the command makes it (nothing computed; what the file holds does not matter, only its digest).
+    # The record as the command makes it (the map loaded, nothing computed).
     maps, edited = base / "maps.py", base / "edited"
-    maps.write_bytes(b"capped = None\n")
+    source = b"import jax.numpy as jnp\nfrom flowsim import slr\n"
+    source += b'capped = slr.AttentionMap("capped", log_f=lambda x: jnp.minimum(x, 1.0), normalisation="tokens")\n'
+    maps.write_bytes(source)
     parser = flowsim.cli._parser()
     args, _ = parser.parse_known_args(["advantage", "--maps", f"softmax,{maps}:capped", "--out", str(edited)])
     _record(args).finish("interrupted")
-    maps.write_bytes(b"capped = None  # edited\n")
+    maps.write_bytes(source + b"# edited\n")
+    was, now = (hashlib.sha256(text).hexdigest()[:12] for text in (source, source + b"# edited\n"))
     # Looking for a folder name longer than file systems allow (255 bytes) used to be an internal error.
     overlong = base / ("x" * 300)
     return {
@@ -536,6 +540,8 @@ def places(tmp_path_factory):
         "overlong": overlong,
         "maps": maps,
         "edited": edited,
+        "was": was,
+        "now": now,
     }
 
 
@@ -623,7 +629,7 @@ def markdown() -> str:
         "arguments, {file} stands for a regular file, {earlier} for a folder holding an earlier run,",
         "{foreign} for a non-empty folder of other files, {overlong} for a folder name longer than file systems",
         "allow (300 bytes), {maps} for a researcher's map file and {edited} for the folder of an interrupted",
-        "`advantage` run that used it, the file edited since.",
+        "`advantage` run that used it, the file edited since ({was} and {now}: the start of its SHA-256 then and now).",
         "",
         f"## Command line ({len(CLI_CASES)} cases)",
         "",

@@ -12,6 +12,7 @@ module starts, sharing a persistent compilation cache.
 import contextlib
 import csv
 import errno
+import hashlib
 import importlib.util
 import io
 import json
@@ -395,9 +396,10 @@ def test_a_name_the_console_cannot_show_is_escaped(tmp_path, monkeypatch):
 
 def test_a_researchers_map_file_is_loaded_once_and_what_it_raises_is_said(tmp_path, monkeypatch):
     """--attention FILE.py:NAME: a file runs once per process however many of its maps are named (the same map
-    each time, so the same compiled programs); one of the same name in another folder is another module; a file
-    that raises, even SystemExit, is invalid input saying what it raised, and leaves no module behind."""
-    from flowsim.tasks.slr._own_maps import own_map
+    each time, so the same compiled programs), and again once edited; one of the same name in another folder is
+    another module; a file that raises, even SystemExit, is invalid input saying what it raised, and leaves no module
+    behind."""
+    from flowsim.tasks.slr._own_maps import loaded_digest, own_map
 
     monkeypatch.chdir(tmp_path)
     maps = (
@@ -422,6 +424,17 @@ def test_a_researchers_map_file_is_loaded_once_and_what_it_raises_is_said(tmp_pa
     with pytest.raises(ValueError, match=r"^exits.py:x: loading exits.py raised SystemExit: 2$"):
         own_map("exits.py:x")
     assert set(sys.modules) == loaded
+    # Edited between two runs in one process (a notebook calling `main`): the new contents run, and the digest
+    # recorded is theirs, so that --resume compares what each run computed with.
+    before = loaded_digest("maps.py:tempered")
+    Path("maps.py").write_text(maps.format(t=8))
+    edited = own_map("maps.py:tempered")
+    assert edited is not tempered and float(edited.weights(jnp.array([8.0, 0.0]))[0]) == pytest.approx(
+        np.e / (np.e + 1)
+    )
+    assert before == hashlib.sha256(maps.format(t=2).encode()).hexdigest() != loaded_digest("maps.py:tempered")
+    assert loaded_digest("maps.py:tempered") == hashlib.sha256(maps.format(t=8).encode()).hexdigest()
+    assert Path("runs.txt").read_text() == "run\nrun\nrun\n"  # maps.py twice, other/maps.py once
 
 
 def test_the_executable_keeps_jaxs_standard_promotion(tmp_path, monkeypatch):

@@ -238,13 +238,16 @@ _PAGES = [
 
 
 def _quoted_commands(text: str) -> list[str]:
-    """The `flowsim ...` command lines of a page: in code blocks (up to a comment or a pipe) and in inline code."""
+    """The `flowsim ...` command lines of a page: in code blocks (after what sets its environment or starts it, such
+    as `VAR=value` or `srun ...`; up to a comment, a pipe or a `&`) and in inline code."""
     found, in_block = [], False
     for line in text.splitlines():
         if line.lstrip().startswith("```"):
             in_block = not in_block
-        elif in_block and re.match(r"\s*(\$ )?flowsim\s", line):
-            found.append(re.split(r" #|\|", line)[0].strip().removeprefix("$ "))
+        elif in_block and (
+            command := re.match(r"\s*(?:\$ )?(?:\w+=\S*\s+)*(?:srun(?:\s+-\S+)*\s+)?(flowsim\s.*)", line)
+        ):
+            found.append(re.split(r" #|\||&", command.group(1))[0].strip())
         found += [match.group(1).split("|")[0].strip() for match in re.finditer(r"`(flowsim [^`]+)`", line)]
     return found
 

@@ -4,7 +4,6 @@ import concurrent.futures
 import contextlib
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 
 import numpy as np
 
@@ -35,11 +34,11 @@ __all__ = [
 ]
 
 
-def record(args, inputs: Mapping[str, Path | None] | None = None) -> results.RunRecord:
+def record(args, inputs: Mapping[str, str | None] | None = None) -> results.RunRecord:
     """The run's folder (created and checked for writing before anything is computed) and record.
 
-    Kept as `args.record`, so that `flowsim.cli.main` can close it if the run is interrupted or fails. `inputs`:
-    files the run reads beyond its parameters (`results.RunRecord`), whose contents `--resume` checks.
+    Kept as `args.record`, so that `flowsim.cli.main` can close it if the run is interrupted or fails. `inputs`: the
+    digests of what the run reads beyond its parameters (`results.RunRecord`), which `--resume` checks.
     """
     parameters = {name: value for name, value in vars(args).items() if name not in ("run", "checks", "replace")}
     log = results.log_to_stderr if args.progress else None

@@ -59,7 +59,12 @@ def rule_flow_seconds(attention: str | None) -> float:
 
 
 def flow_cost(
-    what: str, trajectories: int, rule_points: int | None, advice: str, t_max: float = 1000.0, attention=None
+    what: str,
+    trajectories: int,
+    rule_points: int | None,
+    advice: str,
+    t_max: float = 1000.0,
+    attention: str | None = None,
 ) -> Cost:
     """The time of `trajectories` flows to `t_max` (each taking `rule_points` per risk if its map, named
     `attention`, is taken by a rule: `rule_flow_seconds`; erf's flows settle, and cost about the same to any
@@ -316,10 +321,11 @@ def _reproduce(args):
 
 
 def _advantage(args):
+    # The built-in maps by name (their measured cost), a researcher's as None (counted as the slowest).
+    rule_maps = [name if name in RULE_FLOW_SECONDS else None for name in args.maps if name != "erf"]
     return advantage_work(
-        args.d, args.L, len(args.lams), len(args.maps), [name for name in args.maps if name != "erf"], args.starts,
-        args.t_max,
-        args.lr, args.batch, rule_points(args.L, args.rule_points), args.bayes_samples,
+        args.d, args.L, len(args.lams), len(args.maps), rule_maps, args.starts, args.t_max, args.lr, args.batch,
+        rule_points(args.L, args.rule_points), args.bayes_samples,
         {"starts": "--starts", "steps": "--t-max (or raise --lr)", "lams": "--lams", "d": "--d", "batch": "--batch",
          "rule_points": "--rule-points", "bayes_samples": "--bayes-samples", "maps": "--maps"},
     )  # fmt: skip

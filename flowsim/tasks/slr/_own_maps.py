@@ -14,7 +14,7 @@ from pathlib import Path
 from flowsim._checks import InvalidInput
 from flowsim.tasks.slr._attention import ATTENTION_MAPS, AttentionMap
 
-__all__ = ["OWN_MAP", "check_spec", "own_map", "source_files"]
+__all__ = ["OWN_MAP", "check_spec", "loaded_digest", "own_map"]
 
 #: How the command line names a researcher's own map (docs/own-attention-map.md), besides the built-in names.
 OWN_MAP = "FILE.py:NAME or MODULE:NAME"
@@ -44,31 +44,17 @@ def _importable(module: str) -> bool:
         return False
 
 
-def source_files(specs) -> dict[str, Path | None]:
-    """The files the researcher's maps among `specs` are read from, by their source as given (`FILE.py`, or
-    `MODULE`: the module's own file, None for a namespace package): what decides the maps besides their names."""
-    files = {}
-    for spec in specs:
-        if spec not in ATTENTION_MAPS:
-            source, _ = check_spec(spec)
-            files[source] = Path(source) if _is_file(source) else _origin(source)
-    return files
-
-
-def _origin(module: str) -> Path | None:
-    found = importlib.util.find_spec(module)
-    return Path(found.origin) if found is not None and found.has_location else None
-
-
 def own_map(spec: str) -> AttentionMap:
-    """The `AttentionMap` `spec` names: `NAME` in the Python file `FILE.py` (run once per process, however many of its
-    maps are named), or in the module `MODULE` (importable: installed, or on PYTHONPATH).
+    """The `AttentionMap` `spec` names: `NAME` in the Python file `FILE.py` (run once per process and contents,
+    however many of its maps are named), or in the module `MODULE` (importable: installed, or on PYTHONPATH).
 
     **Raises:** `InvalidInput` naming what is missing or wrong, with what the file raised, if it did.
     """
     source, name = check_spec(spec)
     try:
-        module = _file_module(Path(source).resolve()) if _is_file(source) else importlib.import_module(source)
+        module = _file_module(Path(source)) if _is_file(source) else _imported(source)
+    except InvalidInput:
+        raise
     except (Exception, SystemExit) as error:  # the researcher's code: say what it raised, as for a map's checks
         raise InvalidInput(f"{spec}: loading {source} raised {type(error).__name__}: {error}") from error
     found = getattr(module, name, None)
@@ -83,26 +69,63 @@ def own_map(spec: str) -> AttentionMap:
     raise InvalidInput(f"{spec}: {name} in {source} must be a flowsim.slr.AttentionMap, got {got}")
 
 
+def loaded_digest(spec: str) -> str | None:
+    """The SHA-256 of the source `own_map(spec)` ran in this process (the file's bytes it executed; a module's file as
+    this process first imported it through flowsim), or None for a module without a file (a namespace package)."""
+    source, _ = check_spec(spec)
+    return _LATEST[Path(source).resolve()] if _is_file(source) else _MODULE_DIGESTS[source]
+
+
 def _is_file(source: str) -> bool:
     return Path(source).suffix.lower() == ".py"
 
 
-_LOADED: dict[Path, object] = {}
+#: The modules of the files run, by (resolved path, SHA-256 of the bytes run). A file edited between two runs in one
+#: process (a notebook calling `flowsim.cli.main`) runs anew.
+_LOADED: dict[tuple[Path, str], object] = {}
+#: The SHA-256 of each file's latest contents run, by resolved path.
+_LATEST: dict[Path, str] = {}
+#: A module's file's SHA-256 when flowsim first imported it, by module name (Python keeps the module it imported).
+_MODULE_DIGESTS: dict[str, str | None] = {}
 
 
 def _file_module(path: Path):
-    """The module of the file at `path` (resolved), run once per process; named after its path, so that two files of
-    the same name in different folders stay two modules."""
-    if path not in _LOADED:
-        digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+    """The module of the file at `path`, its bytes read once, hashed and run: once per process and contents; named
+    after its path and digest, so that two files of the same name, or two versions of a file, stay two modules."""
+    path = path.resolve()
+    try:
+        code = path.read_bytes()
+    except OSError as error:
+        raise InvalidInput(f"cannot read {path}: {error.strerror or error}") from None
+    digest = hashlib.sha256(code).hexdigest()
+    key = (path, digest)
+    if key not in _LOADED:
         stem = "".join(c if c.isalnum() else "_" for c in path.stem)
-        loader = importlib.util.spec_from_file_location(f"_flowsim_own_map_{stem}_{digest}", path)
+        name = f"_flowsim_own_map_{stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}_{digest[:10]}"
+        loader = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(loader)
-        sys.modules[loader.name] = module  # as an import would: dataclasses and equinox look their module up
+        sys.modules[name] = module  # as an import would: dataclasses and equinox look their module up
         try:
-            loader.loader.exec_module(module)
+            exec(compile(code, str(path), "exec"), module.__dict__)  # the bytes hashed, not a second read
         except BaseException:
-            del sys.modules[loader.name]
+            del sys.modules[name]
             raise
-        _LOADED[path] = module
-    return _LOADED[path]
+        _LOADED[key] = module
+    _LATEST[path] = digest
+    return _LOADED[key]
+
+
+def _imported(module_name: str):
+    """The module `module_name`, imported; its file's SHA-256 kept as first seen (`_MODULE_DIGESTS`)."""
+    module = importlib.import_module(module_name)
+    if module_name not in _MODULE_DIGESTS:
+        found = getattr(module, "__spec__", None)
+        data = getattr(getattr(found, "loader", None), "get_data", None)  # also for a module in a zip file
+        digest = None
+        if found is not None and found.has_location and found.origin and data is not None:
+            try:
+                digest = hashlib.sha256(data(found.origin)).hexdigest()
+            except OSError:
+                digest = None
+        _MODULE_DIGESTS[module_name] = digest
+    return module

@@ -36,7 +36,7 @@ from flowsim.compare import ATTRACTOR_TOL, REFERENCES
 from flowsim.schedules import InverseTimeDecay
 from flowsim.tasks import slr
 from flowsim.tasks.slr import _estimates
-from flowsim.tasks.slr._own_maps import OWN_MAP, check_spec, own_map, source_files
+from flowsim.tasks.slr._own_maps import OWN_MAP, check_spec, loaded_digest, own_map
 from flowsim.tasks.slr._problem import PARAMETERS
 from flowsim.verify import VerifyReport
 
@@ -95,10 +95,13 @@ def _attention(spec: str, flag: str = "--attention") -> "str | slr.AttentionMap"
 
 
 def _record(args):
-    """`parts.record`, with the files of the researcher's maps the run names: run.json keeps their SHA-256, so that
-    --resume refuses a run whose map was edited since."""
-    specs = (getattr(args, "attention", "erf"), *getattr(args, "maps", ()))
-    return parts.record(args, source_files(specs))
+    """`parts.record`, with the SHA-256 of each researcher's map the run names, as this process ran it: run.json keeps
+    them, so that --resume refuses a run whose map was edited since."""
+    named = {"--attention": [getattr(args, "attention", "erf")], "--maps": getattr(args, "maps", ())}
+    own = [(spec, flag) for flag, specs in named.items() for spec in specs if spec not in slr.ATTENTION_MAPS]
+    for spec, flag in own:
+        _attention(spec, flag)  # loaded (once per process and contents) before its digest is read
+    return parts.record(args, {check_spec(spec)[0]: loaded_digest(spec) for spec, _ in own})
 
 
 def _attention_option(parser) -> None:
@@ -650,7 +653,21 @@ def _verify(args) -> int:
         n_saves=args.saves,
         unit=record.unit,
     )
+    note = _stalled_note(args.attention, report)
+    if note is not None:
+        print(f"Note: {note}")
+        record.summary["note"] = note
     return parts.finish(record, failed_claim=parts.claim_failure(report))
+
+
+def _stalled_note(attention: str, report: VerifyReport) -> str | None:
+    """What the stalled starts of `report` may be under a map (`--attention`) other than erf; None if none stalled."""
+    if attention == "erf" or not any(row.unassigned for row in report.rows):
+        return None
+    return (
+        f"under {attention} attention the starts counted as stalled may still be on their way to (k*, v*): the slow "
+        "approach along M's edge nu = +-1 is shown for erf only (docs/own-attention-map.md)"
+    )
 
 
 def _reproduce(args) -> int:
