@@ -24,7 +24,7 @@ from flowsim import slr
 from flowsim._checks import InvalidInput
 from flowsim.cli import main
 from flowsim.tasks import latent, sparse
-from flowsim.tasks.slr.cli import _record
+from flowsim.tasks.slr.cli import _attention, _record
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 DOC = REPOSITORY / "docs" / "bad-inputs.md"
@@ -528,6 +528,7 @@ def places(tmp_path_factory):
     maps.write_bytes(source)
     parser = flowsim.cli._parser()
     args, _ = parser.parse_known_args(["advantage", "--maps", f"softmax,{maps}:capped", "--out", str(edited)])
+    _attention(f"{maps}:capped", "--maps")  # as the command does: its maps loaded, then the record made
     _record(args).finish("interrupted")
     maps.write_bytes(source + b"# edited\n")
     was, now = (hashlib.sha256(text).hexdigest()[:12] for text in (source, source + b"# edited\n"))

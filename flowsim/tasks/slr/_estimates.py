@@ -143,7 +143,7 @@ def sgd_steps(t_max: float, lr: float) -> int:
 def advantage_work(d, L, lams, maps, rule_maps, starts, t_max, lr, batch, rule_points, bayes_samples, names=None):
     """The memory and time of `statistical_advantage`: per map and lam a flow and an SGD run from `starts`, and the
     Bayes risk; `maps`: how many, `rule_maps` the names of those (all but erf) taking their risk by a rule of
-    `rule_points` (`rule_flow_seconds`: None for a researcher's map)."""
+    `rule_points` (`rule_flow_seconds`: a researcher's map as None, or by a name no built-in map has)."""
     names = {
         "starts": "starts",
         "steps": "t_max (or raise lr)",
@@ -222,9 +222,14 @@ def _rule_needs(args) -> list:
     ]
 
 
+def _map_flow_cost(args, what: str, trajectories: int, advice: str, t_max: float) -> Cost:
+    """`flow_cost` of the command's map (`--attention`) and its rule."""
+    return flow_cost(what, trajectories, _rule_points(args), advice, t_max, args.attention)
+
+
 def _flow(args):
     needs = [saved_need("--n x --saves", args.n, args.saves, _lower("--n", "--saves")), *_rule_needs(args)]
-    return needs, [flow_cost("--n", args.n, _rule_points(args), _lower("--n"), args.t_max, args.attention)]
+    return needs, [_map_flow_cost(args, "--n", args.n, _lower("--n"), args.t_max)]
 
 
 def _portrait(args):
@@ -234,15 +239,10 @@ def _portrait(args):
         saved_need("--trajectories", args.trajectories, 201, _lower("--trajectories")),
         *_rule_needs(args),
     ]  # fmt: skip
-    points = _rule_points(args)
-    costs = [
-        flow_cost("--trajectories", args.trajectories, points, _lower("--trajectories"), args.t_max, args.attention)
-    ]
+    costs = [_map_flow_cost(args, "--trajectories", args.trajectories, _lower("--trajectories"), args.t_max)]
     if args.basins:
         needs.append(saved_need("--basin-n", args.basin_n, 101, _lower("--basin-n")))
-        costs.append(
-            flow_cost("--basin-n", args.basin_n, points, _lower("--basin-n"), args.basin_t_max, args.attention)
-        )
+        costs.append(_map_flow_cost(args, "--basin-n", args.basin_n, _lower("--basin-n"), args.basin_t_max))
     return needs, costs
 
 
@@ -264,14 +264,12 @@ def _compare(args):
     logs = args.steps // args.log_every + 1
     needs.append(saved_need("the flow from every seed's start", args.seeds, logs, "raise --log-every"))
     horizon = args.lr * args.steps
-    costs.append(
-        flow_cost("from every seed's start", args.seeds, _rule_points(args), _lower("--seeds"), horizon, args.attention)
-    )
+    costs.append(_map_flow_cost(args, "from every seed's start", args.seeds, _lower("--seeds"), horizon))
     return needs, costs
 
 
 def _verify_work(
-    n: int, saves: int, option: str, rule_points: int | None = None, t_max: float = 1000.0, attention=None
+    n: int, saves: int, option: str, rule_points: int | None = None, t_max: float = 1000.0, attention: str | None = None
 ):
     trajectories = 3 * 2 * n  # three settings, starts on M and on the sphere
     what = f"3 settings x 2 kinds of start x {option}"
@@ -321,8 +319,7 @@ def _reproduce(args):
 
 
 def _advantage(args):
-    # The built-in maps by name (their measured cost), a researcher's as None (counted as the slowest).
-    rule_maps = [name if name in RULE_FLOW_SECONDS else None for name in args.maps if name != "erf"]
+    rule_maps = [name for name in args.maps if name != "erf"]  # a researcher's (FILE.py:NAME) is no built-in's name
     return advantage_work(
         args.d, args.L, len(args.lams), len(args.maps), rule_maps, args.starts, args.t_max, args.lr, args.batch,
         rule_points(args.L, args.rule_points), args.bayes_samples,

@@ -5,6 +5,7 @@ run needs it: loading builds the `AttentionMap`, whose check computes with JAX, 
 processes of a cluster run have joined (docs/devices.md).
 """
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -70,8 +71,9 @@ def own_map(spec: str) -> AttentionMap:
 
 
 def loaded_digest(spec: str) -> str | None:
-    """The SHA-256 of the source `own_map(spec)` ran in this process (the file's bytes it executed; a module's file as
-    this process first imported it through flowsim), or None for a module without a file (a namespace package)."""
+    """The SHA-256 of the source `own_map(spec)`, called before, ran in this process (the file's bytes it executed; a
+    module's file as this process first imported it through flowsim), or None for a module without a file (a
+    namespace package)."""
     source, _ = check_spec(spec)
     return _LATEST[Path(source).resolve()] if _is_file(source) else _MODULE_DIGESTS[source]
 
@@ -121,11 +123,8 @@ def _imported(module_name: str):
     if module_name not in _MODULE_DIGESTS:
         found = getattr(module, "__spec__", None)
         data = getattr(getattr(found, "loader", None), "get_data", None)  # also for a module in a zip file
-        digest = None
+        _MODULE_DIGESTS[module_name] = None
         if found is not None and found.has_location and found.origin and data is not None:
-            try:
-                digest = hashlib.sha256(data(found.origin)).hexdigest()
-            except OSError:
-                digest = None
-        _MODULE_DIGESTS[module_name] = digest
+            with contextlib.suppress(OSError):
+                _MODULE_DIGESTS[module_name] = hashlib.sha256(data(found.origin)).hexdigest()
     return module

@@ -95,13 +95,12 @@ def _attention(spec: str, flag: str = "--attention") -> "str | slr.AttentionMap"
 
 
 def _record(args):
-    """`parts.record`, with the SHA-256 of each researcher's map the run names, as this process ran it: run.json keeps
-    them, so that --resume refuses a run whose map was edited since."""
-    named = {"--attention": [getattr(args, "attention", "erf")], "--maps": getattr(args, "maps", ())}
-    own = [(spec, flag) for flag, specs in named.items() for spec in specs if spec not in slr.ATTENTION_MAPS]
-    for spec, flag in own:
-        _attention(spec, flag)  # loaded (once per process and contents) before its digest is read
-    return parts.record(args, {check_spec(spec)[0]: loaded_digest(spec) for spec, _ in own})
+    """`parts.record`, with the SHA-256 of the source of each researcher's map the run names, as this process ran it
+    (the command loads its maps, `_attention`, first): run.json keeps them, so that --resume refuses a run whose map
+    was edited since."""
+    specs = (getattr(args, "attention", "erf"), *getattr(args, "maps", ()))
+    own = [spec for spec in specs if spec not in slr.ATTENTION_MAPS]
+    return parts.record(args, {check_spec(spec)[0]: loaded_digest(spec) for spec in own})
 
 
 def _attention_option(parser) -> None:
@@ -721,11 +720,11 @@ def _advantage(args) -> int:
 
     from flowsim import quadrature
 
+    maps = tuple(_attention(name, "--maps") for name in args.maps)
     record = _record(args)
     lams, starts, t_max = args.lams, args.starts, args.t_max
     rule = quadrature.default_rule(args.L, args.rule_points)
     what = f"{len(args.maps)} maps x {len(lams)} values of lam, {starts} starts, t = {t_max:g}, d = {args.d}"
-    maps = tuple(_attention(name, "--maps") for name in args.maps)
     with record.phase("advantage", what):
         result = slr.statistical_advantage(
             jax.random.key(args.seed), d=args.d, L=args.L, gamma=args.gamma, eps=args.eps, lams=lams,
