@@ -271,13 +271,11 @@ def test_every_command_line_a_page_quotes_is_accepted(page, tmp_path, monkeypatc
     text = (REPOSITORY / page).read_text()
     if page.endswith(".ipynb"):  # its cells' text, markdown and code
         text = "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
-    quoted = _quoted_commands(text)
-    checked = 0
-    for line in quoted:
+    parser, checked = _parser(), 0
+    for line in _quoted_commands(text):
         arguments = line.split()[1:]
         if not arguments or any(_placeholder(argument) for argument in arguments) or "--help" in arguments:
             continue
-        parser = _parser()
         try:
             args, unknown = parser.parse_known_args(arguments)
         except SystemExit:
