@@ -154,8 +154,14 @@ class AbstractTask(eqx.Module):
         ys = np.asarray(ys, dtype=float)
         return {int(i): "has a non-finite entry" for i in np.flatnonzero(~np.isfinite(ys).all(axis=-1))}
 
-    def approaching(self, ys: np.ndarray, velocity: np.ndarray, tol: float) -> np.ndarray:
-        """Which end points, not yet within tol of a target, are provably on their way to one (default: none)."""
+    def approaching(self, ys: np.ndarray, velocity: np.ndarray, tol: float, t: float = 0.0) -> np.ndarray:
+        """Which end points, not yet within tol of a target, are shown to be on their way to one (default: none).
+
+        **Arguments:** `ys`, end points (n, dimension); `velocity`, the field there (n, dimension); `tol`, the
+        distance counted as reached; `t`, the time at which the field is frozen (a schedule's end).
+
+        **Returns:** (n,) bool. A task says in `approach_text` how it shows it: by proof, or by a stated check.
+        """
         return np.zeros(len(ys), bool)
 
     def lift(self, ys) -> np.ndarray:

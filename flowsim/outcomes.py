@@ -21,7 +21,7 @@ class Outcomes(eqx.Module):
     **Fields:**
 
     - `reached`: (n,) bool, within `tol` (max norm, up to the task's symmetries) of a target.
-    - `approaching`: (n,) bool, not yet within tol but provably on the way to a target
+    - `approaching`: (n,) bool, not yet within tol but shown to be on the way to a target
       (`AbstractTask.approaching`).
     - `others`: the other attractors reached, shares relative to all n end points.
     - `unassigned`: end points near no fixed point (still moving).
@@ -63,7 +63,7 @@ def classify_end_points(task, finals, *, t: float = 0.0, tol: float, merge_tol: 
     safe = np.where(finite[:, None], finals, 0.0)
     reached = finite & (distance_to_targets(task, safe) <= tol)
     velocity = np.asarray(evaluate(_field_batch, float(t), safe, task))
-    approaching = finite & ~reached & task.approaching(safe, velocity, tol)
+    approaching = finite & ~reached & task.approaching(safe, velocity, tol, t)
     rest = finite & ~reached & ~approaching
     others: list[Attractor] = []
     if rest.any():

@@ -26,7 +26,7 @@ class Setting(eqx.Module):
 class VerifyRow(eqx.Module):
     """The outcome of n starts of one kind under one setting.
 
-    **Fields:** `converged` (reached a target within tol), `slow` (provably on the way to a
+    **Fields:** `converged` (reached a target within tol), `slow` (shown to be on the way to a
     target: `AbstractTask.approaching`), `others` (other attractors reached), `unassigned` (ended
     away from every fixed point), `failed` (solver failures), `median_time` (to reach a target
     within tol, over the converged starts).
@@ -49,7 +49,7 @@ class VerifyRow(eqx.Module):
 
 class VerifyReport(eqx.Module):
     """All rows, and whether the claim held: at least `min_share` of the starts of the kinds in
-    `claim_inits` reach (or are provably on their way to) a target, in every setting."""
+    `claim_inits` reach (or are shown to be on their way to) a target, in every setting."""
 
     rows: list[VerifyRow]
     min_share: float
@@ -109,7 +109,7 @@ def verify_convergence(
     - `settings`: named tasks (of one kind of task).
     - `inits`: the laws of the starts (names of `task.initialisations`).
     - `claim_inits`, `claim`: the claim holds if at least `min_share` of the starts of these
-      kinds reach (or are provably on their way to) a target in every setting; `claim` says it in words.
+      kinds reach (or are shown to be on their way to) a target in every setting; `claim` says it in words.
     - `key`: a JAX PRNG key or an integer seed (default `jax.random.key(0)`).
     - `n`: starts per kind.
     - `t_max`, `n_saves`: the horizon and the number of saved times (resolution of the time to converge).

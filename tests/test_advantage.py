@@ -7,7 +7,6 @@ import csv
 import hashlib
 import json
 import math
-import types
 from pathlib import Path
 
 import pytest
@@ -121,18 +120,6 @@ def test_verify_takes_a_researchers_map(tmp_path, monkeypatch, capsys):
     assert all(setting.task.attention is CAPPED for setting in called["settings"])
     assert (called["n"], called["t_max"]) == (4, 20.0)
     assert slr.default_settings(D, L)[0].task.attention == slr.ATTENTION_MAPS["erf"]
-
-
-def test_verify_notes_what_stalled_starts_may_be_under_another_map():
-    """Under a map other than erf, stalled starts may still be creeping along M's edge to (k*, v*) (softmax at
-    lam = 0.9: docs/own-attention-map.md): the command says so, and only then."""
-    from flowsim.tasks.slr.cli import _stalled_note
-
-    def report(*unassigned):
-        return types.SimpleNamespace(rows=[types.SimpleNamespace(unassigned=count) for count in unassigned])
-
-    assert "shown for erf only" in _stalled_note("softmax", report(0, 3))
-    assert _stalled_note("softmax", report(0, 0)) is None and _stalled_note("erf", report(0, 3)) is None
 
 
 def test_a_rule_flows_time_estimate_is_its_maps_own():

@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from flowsim import quadrature, slr
+from flowsim.outcomes import classify_end_points
 from flowsim.tasks.slr import ATTENTION_MAPS, risk_by_rule
 from flowsim.tasks.slr import _generated_maps as generated_maps
+from flowsim.tasks.slr._approach import edge_certified
 from flowsim.tasks.slr._attention import informative_weights, noise_statistics
 from tests.reference import random_realizable_overlaps
 from tests.shared import CAPPED
@@ -296,3 +298,37 @@ def test_the_built_in_maps_pass_the_checks_a_researchers_map_gets():
 def test_a_bad_map_is_refused_with_what_is_wrong(arguments, message):
     with pytest.raises(ValueError, match=r"AttentionMap 'mine': .*" + re.escape(message)):
         slr.AttentionMap("mine", **arguments)
+
+
+def test_an_end_point_on_the_edge_approaches_the_oracle_where_the_edge_leads_there():
+    """Under a map other than erf, an end point on M's edge nu = 1 counts as approaching (k*, v*) where the flow's
+    rates -R_kappa and -R_nu are positive on a grid between it and the sink (flowsim/tasks/slr/_approach.py).
+
+    Positive control, softmax at d = 100, L = 3, lam = 1.5: from (0.3, 0.5) on M the flow is on the edge by t = 20
+    and creeps along it (kappa 0.788, 0.874, 0.965 at t = 20, 100, 1000, measured): each end point counts as
+    approaching, and at t = 10^4 the flow has reached (k*, v*) within 1e-3. Negative control, ReLU at d = 20, L = 3,
+    lam = 1: kappa' changes sign on the edge between kappa = 0.94 and 0.96 (measured: the flow from (0.3, 0.5) stops
+    at 0.94806), so a point at kappa = 0.9 there, rising (erf's criterion, which erf's proof allows, would count
+    it), is not on its way to the sink, and is not counted."""
+    ts = jnp.array([0.0, 20.0, 100.0, 1000.0, 10_000.0])
+    softmax = slr.Problem(100, 3, 1.5, 1.0, 0.1, "softmax")
+    ends = np.asarray(slr.solve_flow(softmax, jnp.array([[0.3, 0.5, 0.0, 0.0, 0.0]]), ts).ys)[0, 1:]
+    outcomes = classify_end_points(softmax, ends, tol=1e-3)
+    assert outcomes.approaching.tolist() == [True, True, True, False] and outcomes.reached[-1]
+    assert np.all(np.diff(ends[:, 0]) > 0) and np.all(ends[:3, 0] < 0.97)  # creeping, not yet there
+
+    relu = slr.Problem(20, 3, 1.0, 1.0, 0.1, "relu")
+    edge = np.array([[0.9, 1.0, 0.0, 0.0, 0.0], [0.94, 1.0, 0.0, 0.0, 0.0], [0.96, 1.0, 0.0, 0.0, 0.0]])
+    velocity = np.asarray(relu.vector_field(0.0, edge))
+    assert velocity[0, 0] > 0 and velocity[1, 0] > 0 > velocity[2, 0]  # a fixed point on the edge, past 0.94
+    assert relu.approaching(edge[:1], velocity[:1], 1e-3).tolist() == [False]
+
+
+def test_the_edge_check_trusts_no_rate_lost_in_rounding():
+    """erf's rates on the edge nu = 1 (d = 400, L = 10, closed form): at lam = 0.1 they are at least 8.5e-3 and
+    the grid check certifies every edge point, as erf's proof does; at lam = 0.9 they are below 1e-39 in exact
+    arithmetic (docs/science.md section 5) and come out as rounding, so it certifies none from kappa = 0.5 on."""
+    points = np.stack([np.linspace(0.05, 0.985, 12), np.ones(12)], axis=-1)
+    small, large = (slr.Problem(400, 10, lam, eps=0.1) for lam in (0.1, 0.9))
+    assert edge_certified(small, points, 0.0, 1e-3).all()
+    assert not edge_certified(large, points[points[:, 0] >= 0.5], 0.0, 1e-3).any()

@@ -268,15 +268,17 @@ def execute(name: str) -> Run:
     return Run(notebook, json.loads(line.removeprefix(_READOUT_MARK)), None)
 
 
-#: Each notebook's run, cold, in seconds of CPU (measured alone on the 2-core machine): the kernels start with the
-#: longest, so that the two running at a time end about together and the last ones to start are short.
+#: Each notebook's run in seconds of CPU, user and system (BENCHMARKS.md, "2026-11-30, later": one at a time on the
+#: 2-core machine, from an empty compilation cache they shared, in the order 04, 05, 07, 03, 06, 01; 02 an earlier
+#: figure): the kernels start with the longest, so that the two running at a time end about together and the last
+#: ones to start are short.
 CPU_SECONDS = {
-    "04_ode_vs_sgd": 165,
-    "05_attention_maps": 140,
-    "07_latent_posterior_attention": 95,
-    "03_phase_portraits": 75,
-    "06_sparse_variable_creation": 70,
-    "01_task": 35,
+    "04_ode_vs_sgd": 104,
+    "05_attention_maps": 102,
+    "06_sparse_variable_creation": 80,
+    "03_phase_portraits": 62,
+    "07_latent_posterior_attention": 52,
+    "01_task": 27,
     "02_derivation": 8,
 }
 

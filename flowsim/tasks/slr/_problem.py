@@ -19,6 +19,7 @@ from flowsim.quadrature import GaussianRule, default_rule
 from flowsim.rosenbrock import Rodas5
 from flowsim.schedules import AbstractSchedule
 from flowsim.tasks.slr import _generated as generated
+from flowsim.tasks.slr._approach import edge_certified
 from flowsim.tasks.slr._attention import ERF, AttentionMap, as_attention_map
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
 from flowsim.tasks.slr._maps import check_rule, rule_flow, rule_gradient, rule_jacobian, rule_risk
@@ -187,7 +188,10 @@ class Problem(_Parameters):
 
     state_names: ClassVar = OVERLAP_NAMES
     initialisations: ClassVar = INITIALISATIONS
-    approach_text: ClassVar = "erf only: near M, |nu| ~ 1, sign(kappa) = sign(nu), |kappa| still rising"
+    approach_text: ClassVar = (
+        "near M, |nu| ~ 1, sign(kappa) = sign(nu), |kappa| rising; the edge leads to the sink (erf: proven; "
+        "other maps: rates > 1e-12 on a grid)"
+    )
     name: ClassVar = "single-location regression"
     title: ClassVar = "Single-location regression"
     observables: ClassVar = {
@@ -247,11 +251,18 @@ class Problem(_Parameters):
             return self._call(generated.pgd_map, t, y, alpha=alpha)
         return jnp.vectorize(lambda point: self._pgd_step(t, point, alpha), signature="(5)->(5)")(y)
 
-    def _pgd_step(self, t, point, alpha):
+    @compiled_method
+    def risk_gradient(self, t, y):
+        """The risk's partial derivatives (R_kappa, R_nu, R_theta, R_eta, R_rho) at overlaps y (..., 5)."""
+        return self._gradient(t, self._as_states(y))
+
+    def _gradient(self, t, y):
         if self.closed_form:
-            r_kappa, r_nu, r_theta, r_eta, r_rho = jax.grad(self.risk, 1)(t, point)
-        else:
-            r_kappa, r_nu, r_theta, r_eta, r_rho = self._by_rule(rule_gradient, t, point)
+            return jnp.vectorize(jax.grad(lambda point: self.risk(t, point)), signature="(5)->(5)")(y)
+        return self._by_rule(rule_gradient, t, y)
+
+    def _pgd_step(self, t, point, alpha):
+        r_kappa, r_nu, r_theta, r_eta, r_rho = self._gradient(t, point)
         k, v = frame(point)
         e1, e2 = jnp.eye(4)[:2]
         g_k = r_kappa * e1 + r_eta * e2 + r_rho * v
@@ -264,19 +275,17 @@ class Problem(_Parameters):
     def unrealizable(self, ys, *, atol=1e-10):
         return unrealizable(ys, atol=atol)
 
-    def approaching(self, ys, velocity, tol):
-        """On M (to tol) with |nu| >= 1 - tol, sign(kappa) = sign(nu) and kappa moving towards +-1:
-        the edge nu = +-1 of M leads to the sink, where kappa converges slowly (docs/science.md section 5).
-        Shown for erf only: the other maps' flows on M have other fixed points (section 7)."""
-        if self.attention != ERF:
-            return super().approaching(ys, velocity, tol)
-        kappa, nu = ys[:, 0], ys[:, 1]
-        return (
-            (np.linalg.norm(ys[:, 2:], axis=-1) <= tol)
-            & (np.abs(nu) >= 1 - tol)
-            & (kappa * nu > 0)
-            & (velocity[:, 0] * np.sign(kappa) > 0)
-        )
+    def approaching(self, ys, velocity, tol, t=0.0):
+        """Near M (to tol) on its edge |nu| >= 1 - tol, with sign(kappa) = sign(nu) (nu > 0 where (k*, v*) is the
+        only target) and |kappa| rising, where the edge leads to the sink. For erf it does: docs/science.md,
+        section 5. For another map it is checked: the flow's rates on M are positive on a grid between the point
+        and the sink (`_approach.edge_certified`, with the field at time t)."""
+        sign = np.where(ys[:, 1] < 0, -1.0, 1.0) if self.odd else np.ones(len(ys))
+        kappa, nu = sign * ys[:, 0], sign * ys[:, 1]
+        edge = (distance_to_manifold(ys) <= tol) & (nu >= 1 - tol) & (kappa > 0) & (sign * velocity[:, 0] > 0)
+        if self.attention == ERF or not edge.any():
+            return edge
+        return edge & edge_certified(self, np.stack([kappa, nu], axis=-1), t, tol)
 
     def restriction(self) -> "ProblemOnManifold":
         """The flow on the invariant manifold M = {theta = eta = rho = 0}, in (kappa, nu)."""

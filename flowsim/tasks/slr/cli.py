@@ -652,21 +652,7 @@ def _verify(args) -> int:
         n_saves=args.saves,
         unit=record.unit,
     )
-    note = _stalled_note(args.attention, report)
-    if note is not None:
-        print(f"Note: {note}")
-        record.summary["note"] = note
     return parts.finish(record, failed_claim=parts.claim_failure(report))
-
-
-def _stalled_note(attention: str, report: VerifyReport) -> str | None:
-    """What the stalled starts of `report` may be under a map (`--attention`) other than erf; None if none stalled."""
-    if attention == "erf" or not any(row.unassigned for row in report.rows):
-        return None
-    return (
-        f"under {attention} attention the starts counted as stalled may still be on their way to (k*, v*): the slow "
-        "approach along M's edge nu = +-1 is shown for erf only (docs/own-attention-map.md)"
-    )
 
 
 def _reproduce(args) -> int:
