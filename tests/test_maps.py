@@ -7,6 +7,7 @@ for softmax at the Bayes temperature (section 7).
 
 import math
 import re
+import types
 
 import diffrax
 import jax
@@ -18,13 +19,15 @@ from flowsim import quadrature, slr
 from flowsim.outcomes import classify_end_points
 from flowsim.tasks.slr import ATTENTION_MAPS, risk_by_rule
 from flowsim.tasks.slr import _generated_maps as generated_maps
-from flowsim.tasks.slr._approach import edge_certified
+from flowsim.tasks.slr._approach import edge_leads_to_sink
 from flowsim.tasks.slr._attention import informative_weights, noise_statistics
 from tests.reference import random_realizable_overlaps
 from tests.shared import CAPPED
 
 #: A realizable overlap point near the oracle (the Gram matrix's smallest eigenvalue 0.032).
 NEAR_ORACLE = np.array([0.9, 0.8, 0.1, -0.1, 0.2])
+#: An odd map of a researcher's: (k, v) -> (-k, -v) is a symmetry of its task.
+TANH = slr.AttentionMap("tanh", jnp.tanh)
 #: Every built-in map by name, and the capped softmax.
 EVERY_MAP = (*ATTENTION_MAPS, CAPPED)
 
@@ -324,11 +327,54 @@ def test_an_end_point_on_the_edge_approaches_the_oracle_where_the_edge_leads_the
     assert relu.approaching(edge[:1], velocity[:1], 1e-3).tolist() == [False]
 
 
+def test_the_edge_check_reads_the_rectangle_between_a_point_and_the_sink():
+    """`edge_leads_to_sink` on a field of chosen signs: -R_kappa < 0 for kappa in [0.6, 0.65] and -R_nu < 0 on the
+    row nu = 1 - tol, positive elsewhere. A point passes when its rectangle, from the grid values at or below it to
+    (1, 1), avoids both: kappa above 0.65's grid cell and nu above the row 1 - tol (nu = 1 and above included)."""
+
+    def risk_gradient(t, grid):
+        kappa, nu = grid[..., 0], grid[..., 1]
+        r_kappa = np.where((kappa >= 0.6) & (kappa <= 0.65), 1.0, -1.0)
+        r_nu = np.where(nu == nu.min(), 1.0, -1.0)
+        return np.stack([r_kappa, r_nu, *np.zeros((3, *kappa.shape))], axis=-1)
+
+    tol = 1e-3
+    field = types.SimpleNamespace(risk_gradient=risk_gradient)
+    points = {
+        (0.5, 1.0): False,  # the band of kappa lies ahead
+        (0.65, 1.0): False,  # 0.65's grid cell starts at 0.6484, inside the band
+        (0.66, 1.0): True,  # its cell starts at 0.65625, past the band
+        (0.66, 1 - tol): False,  # the row nu = 1 - tol, where nu would fall
+        (0.66, 1 - tol / 10): True,
+        (0.66, 1 + 1e-12): True,  # nu past 1 by rounding: the row nu = 1
+        (1 - 1e-9, 1.0): True,  # past the grid's last kappa
+        (0.0, 1.0): False,  # kappa = 0 is not on the way
+        (0.66, 1 - 2 * tol): False,  # below the edge
+    }
+    found = edge_leads_to_sink(field, np.array(list(points)), 0.0, tol)
+    assert dict(zip(points, found.tolist(), strict=True)) == points
+
+
+def test_a_start_and_its_mirror_approach_alike_under_an_odd_map_only():
+    """(k, v) -> (-k, -v) is a symmetry of the task under an odd map (here tanh, a researcher's), so an edge point
+    and its mirror image on nu = -1 approach the targets alike; under softmax the mirror image is not on its way to
+    (k*, v*), the only target (d = 20, L = 3, lam = 1, gamma = 1, eps = 0.1)."""
+    point = np.array([[0.5, 1.0, 0.0, 0.0, 0.0]])
+    for attention, mirrored in ((TANH, True), ("softmax", False)):
+        problem = slr.Problem(20, 3, 1.0, 1.0, 0.1, attention)
+        velocity = np.asarray(problem.vector_field(0.0, point))
+        assert problem.approaching(point, velocity, 1e-3).tolist() == [True]
+        assert problem.approaching(-point, -velocity, 1e-3).tolist() == [mirrored]
+
+
 def test_the_edge_check_trusts_no_rate_lost_in_rounding():
-    """erf's rates on the edge nu = 1 (d = 400, L = 10, closed form): at lam = 0.1 they are at least 8.5e-3 and
-    the grid check certifies every edge point, as erf's proof does; at lam = 0.9 they are below 1e-39 in exact
-    arithmetic (docs/science.md section 5) and come out as rounding, so it certifies none from kappa = 0.5 on."""
+    """erf's rates on the edge nu = 1 (d = 400, L = 10): at lam = 0.1 they are at least 8.5e-3 and the grid check
+    passes every edge point, as erf's proof does. At lam = 0.9 they are below 1e-39 in exact arithmetic
+    (docs/science.md section 5): the closed form gives them as tiny numbers or 0, and the default rule as rounding
+    (at most 1.4e-16), and the check passes no point from either."""
     points = np.stack([np.linspace(0.05, 0.985, 12), np.ones(12)], axis=-1)
-    small, large = (slr.Problem(400, 10, lam, eps=0.1) for lam in (0.1, 0.9))
-    assert edge_certified(small, points, 0.0, 1e-3).all()
-    assert not edge_certified(large, points[points[:, 0] >= 0.5], 0.0, 1e-3).any()
+    small = slr.Problem(400, 10, 0.1, eps=0.1)
+    assert edge_leads_to_sink(small, points, 0.0, 1e-3).all()
+    for rule in (None, quadrature.default_rule(10)):
+        large = slr.Problem(400, 10, 0.9, eps=0.1, rule=rule)
+        assert not edge_leads_to_sink(large, points, 0.0, 1e-3).any()
