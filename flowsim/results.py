@@ -10,6 +10,8 @@ repeated with the same arguments and seed writes the same numbers, byte for byte
 import contextlib
 import csv
 import datetime
+import functools
+import hashlib
 import io
 import json
 import math
@@ -34,17 +36,20 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
+    "COMPUTING",
     "PACKAGES",
     "UNIT_CHARACTERS",
     "NotWritten",
     "RunRecord",
     "earlier_run",
     "environment",
+    "flowsim_source",
     "log_to_stderr",
     "long_table",
     "prepare_folder",
     "save_figure",
     "unit_name",
+    "versions",
     "write_bytes",
     "write_csv",
     "write_text",
@@ -67,6 +72,11 @@ PACKAGES = (
     "flowsim", "jax", "jaxlib", "diffrax", "equinox", "optimistix", "lineax", "optax",
     "sympy", "numpy", "scipy", "matplotlib",
 )  # fmt: skip
+
+#: The packages whose versions decide a run's numbers: a resumed run must find the ones its units were computed with
+#: (flowsim itself by its source, `flowsim_source`: its version does not change with every edit; sympy derives the
+#: equations, which flowsim's source holds; matplotlib only draws, and figures are drawn anew).
+COMPUTING = ("jax", "jaxlib", "diffrax", "equinox", "optimistix", "lineax", "optax", "numpy", "scipy")
 
 # Read once: os.umask can only be read by setting it. mkstemp creates files readable by their
 # owner only; results get the permissions an ordinary open() would give them.
@@ -381,21 +391,44 @@ def environment(packages: Sequence[str] = PACKAGES) -> dict:
 
     **Returns:** a JSON-serialisable dict; `jax_devices` only if JAX was imported.
     """
-    versions = {}
-    for name in packages:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
     found = {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
-        "packages": versions,
+        "packages": versions(packages),
     }
+    found["flowsim_source"] = flowsim_source()
     if "jax" in sys.modules:
         found["jax_devices"] = [str(device) for device in sys.modules["jax"].devices()]
     return found
+
+
+def versions(packages: Sequence[str]) -> dict[str, str | None]:
+    """The installed version of each distribution named, None where it is not installed."""
+    found = {}
+    for name in packages:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+@functools.cache
+def flowsim_source() -> str:
+    """The SHA-256 of flowsim's own source: every module of the package (its path within it and its bytes), in order.
+
+    Read once per process (about a hundred files). It changes with any edit, so that a run resumed by other code
+    than the one that began it is refused (`RunRecord`). The derivations are left out: an install holds them in the
+    package and a checkout beside it, and what they derive is in the package (`_generated*.py`).
+    """
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0] == "derivations":
+            continue
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def _jsonable(value):
@@ -438,7 +471,8 @@ class RunRecord:
     - `log`: called with a line when a phase starts and ends (default: print to stderr; None: silent).
     - `replace`: delete an earlier flowsim run in `folder` first (exactly the files it recorded).
     - `resume`: continue the earlier run in `folder`: the same command with the same parameters
-      (`NOT_COMPARED` aside), seed and `inputs`, else `InvalidInput` naming what differs. Its finished
+      (`NOT_COMPARED` aside), seed and `inputs`, run by the same software (`flowsim_source` and the `COMPUTING`
+      versions), else `InvalidInput` naming what differs. Its finished
       units (`unit`) are read back instead of computed again; its other files are written anew.
     - `inputs`: what the run read beyond its parameters that decides its results (e.g. a researcher's
       own attention map), as the SHA-256 of its contents (None where there is no file)
@@ -504,6 +538,7 @@ class RunRecord:
                 f"cannot resume the run in {folder} with other arguments ({'; '.join(differ)}): give the same "
                 "arguments, or another folder"
             )
+        self._check_same_software(folder, earlier.get("environment", {}))
         recorded = earlier.get("inputs", {})
         for name, digest in self.inputs.items():
             if name not in recorded:
@@ -517,6 +552,30 @@ class RunRecord:
                 f"cannot resume the run in {folder}: {why}: resume with the file as that run read it, or give another "
                 "folder"
             )
+
+    @staticmethod
+    def _check_same_software(folder: Path, then: dict) -> None:
+        """`InvalidInput` unless this process runs the flowsim source and the `COMPUTING` versions of run.json's
+        `environment` (`then`): units computed by other code would be mixed with this code's."""
+        source = flowsim_source()
+        if "flowsim_source" not in then:
+            why = "that run did not record flowsim's source (an earlier flowsim), so its code may differ"
+        elif then["flowsim_source"] != source:
+            was, is_now = (value[:12] for value in (then["flowsim_source"], source))
+            why = f"flowsim's source has changed since (SHA-256 {was}... then, {is_now}... now)"
+        else:
+            packages = then.get("packages", {})
+            changed = [
+                f"{name} {packages.get(name)} then, {version} now"
+                for name, version in versions(COMPUTING).items()
+                if packages.get(name) != version
+            ]
+            if not changed:
+                return
+            why = f"the packages that compute it have changed ({'; '.join(changed)})"
+        raise InvalidInput(
+            f"cannot resume the run in {folder}: {why}: resume with the software that began it, or give another folder"
+        )
 
     def unit(self, name: str, compute: Callable[[], Any]) -> Any:
         """A finished unit of the run's work: read back if a resumed run finished it, else computed and stored.

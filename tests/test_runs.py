@@ -12,6 +12,7 @@ import gc
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -299,6 +300,45 @@ def test_a_resumed_run_reads_its_inputs_as_they_were(tmp_path):
         InvalidInput, match=r"maps.py has changed since \(SHA-256 2723be97048c\.\.\. then, 65aa4a2fe7e7"
     ):
         run({"maps.py": edited, "module": None})
+
+
+def test_a_run_is_resumed_only_by_the_software_that_began_it(tmp_path, monkeypatch):
+    """run.json keeps flowsim's source as its SHA-256 and the versions of the packages that compute: a resume by
+    the same ones goes on; by an edited flowsim, another jax, or a flowsim that recorded no source, it is refused by
+    name (the units read back would mix two codes' numbers)."""
+    folder = tmp_path / "run"
+
+    def run():
+        return results.RunRecord(folder, "flowsim test", {"n": 1}, seed=0, log=None, resume=True)
+
+    run().finish("interrupted")
+    record = json.loads((folder / "run.json").read_text())
+    assert record["environment"]["flowsim_source"] == results.flowsim_source() and len(results.flowsim_source()) == 64
+    run().finish("interrupted")
+    with monkeypatch.context() as patched:
+        patched.setattr(results, "flowsim_source", lambda: "0123456789ab" + "0" * 52)
+        with pytest.raises(
+            InvalidInput,
+            match=r"flowsim's source has changed since \(SHA-256 [0-9a-f]{12}\.\.\. then, 0123456789ab\.\.\. now\)",
+        ):
+            run()
+    another_jax = {**record["environment"], "packages": {**record["environment"]["packages"], "jax": "0.0.1"}}
+    no_source = {name: value for name, value in record["environment"].items() if name != "flowsim_source"}
+    for environment, message in (
+        (another_jax, r"the packages that compute it have changed \(jax 0\.0\.1 then, [0-9.]+ now\)"),
+        (no_source, "that run did not record flowsim's source"),
+    ):
+        (folder / "run.json").write_text(json.dumps({**record, "environment": environment}))
+        with pytest.raises(InvalidInput, match=message):
+            run()
+
+
+def test_the_installed_flowsim_has_the_checkouts_source(tmp_path):
+    """A run begun by the `flowsim` executable (the installed package) and resumed from this checkout, or the other
+    way round, finds one source digest: the install's modules are the checkout's (its derivations aside)."""
+    command = [sys.executable, "-c", "from flowsim import results; print(results.flowsim_source())"]
+    installed = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path, check=True)
+    assert installed.stdout.strip() == results.flowsim_source()
 
 
 def test_a_units_name_is_safe_in_every_file_system(tmp_path):
