@@ -424,10 +424,13 @@ def flowsim_source() -> str:
     """
     package = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        if path.relative_to(package).parts[0] == "derivations":
-            continue
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    # In the order of their paths as POSIX text, and their line ends as "\n", on every system: a checkout on Windows
+    # may hold "\r\n" where the installed wheel holds "\n".
+    modules = {path.relative_to(package).as_posix(): path for path in package.rglob("*.py")}
+    for name in sorted(modules):
+        if name.split("/")[0] != "derivations":
+            text = modules[name].read_bytes().replace(b"\r\n", b"\n")
+            digest.update(name.encode() + b"\0" + text + b"\0")
     return digest.hexdigest()
 
 
