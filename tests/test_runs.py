@@ -337,8 +337,10 @@ def test_the_installed_flowsim_has_the_checkouts_source(tmp_path):
     """A run begun by the `flowsim` executable (the installed package) and resumed from this checkout, or the other
     way round, finds one source digest: the install's modules are the checkout's (its derivations aside)."""
     command = [sys.executable, "-c", "from flowsim import results; print(results.flowsim_source())"]
-    installed = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path, check=True)
-    assert installed.stdout.strip() == results.flowsim_source()
+    installed = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    stale = "the installed flowsim is not this checkout's: install it again (pip install .)"
+    assert installed.returncode == 0, f"{stale}\n{installed.stderr}"
+    assert installed.stdout.strip() == results.flowsim_source(), stale
 
 
 def test_a_units_name_is_safe_in_every_file_system(tmp_path):
