@@ -396,8 +396,8 @@ def environment(packages: Sequence[str] = PACKAGES) -> dict:
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
         "packages": versions(packages),
+        "flowsim_source": flowsim_source(),
     }
-    found["flowsim_source"] = flowsim_source()
     if "jax" in sys.modules:
         found["jax_devices"] = [str(device) for device in sys.modules["jax"].devices()]
     return found
@@ -452,6 +452,17 @@ def _jsonable(value):
 def log_to_stderr(line: str) -> None:
     """Print a line to stderr at once (the default log of `RunRecord`)."""
     print(line, file=sys.stderr, flush=True)
+
+
+def _digest_change(recorded: Mapping, key: str, digest: str | None, unrecorded: str, changed: str) -> str | None:
+    """Why an earlier run's `recorded[key]` does not vouch for this run's `digest` (a SHA-256, or None), or None
+    where it does; `unrecorded` and `changed` name what the digest is of, in the two messages."""
+    if key not in recorded:
+        return f"that run did not record {unrecorded} (an earlier flowsim), so it may have changed"
+    if recorded[key] != digest:
+        was, now = (str(value)[:12] for value in (recorded[key], digest))
+        return f"{changed} has changed since (SHA-256 {was}... then, {now}... now)"
+    return None
 
 
 class RunRecord:
@@ -544,29 +555,19 @@ class RunRecord:
         self._check_same_software(folder, earlier.get("environment", {}))
         recorded = earlier.get("inputs", {})
         for name, digest in self.inputs.items():
-            if name not in recorded:
-                why = f"that run did not record the contents of {name} (an earlier flowsim), so it may have changed"
-            elif recorded[name] != digest:
-                was, now = (str(value)[:12] for value in (recorded[name], digest))
-                why = f"{name} has changed since (SHA-256 {was}... then, {now}... now)"
-            else:
-                continue
-            raise InvalidInput(
-                f"cannot resume the run in {folder}: {why}: resume with the file as that run read it, or give another "
-                "folder"
-            )
+            why = _digest_change(recorded, name, digest, f"the contents of {name}", name)
+            if why is not None:
+                raise InvalidInput(
+                    f"cannot resume the run in {folder}: {why}: resume with the file as that run read it, or give "
+                    "another folder"
+                )
 
     @staticmethod
     def _check_same_software(folder: Path, then: dict) -> None:
         """`InvalidInput` unless this process runs the flowsim source and the `COMPUTING` versions of run.json's
         `environment` (`then`): units computed by other code would be mixed with this code's."""
-        source = flowsim_source()
-        if "flowsim_source" not in then:
-            why = "that run did not record flowsim's source (an earlier flowsim), so its code may differ"
-        elif then["flowsim_source"] != source:
-            was, is_now = (value[:12] for value in (then["flowsim_source"], source))
-            why = f"flowsim's source has changed since (SHA-256 {was}... then, {is_now}... now)"
-        else:
+        why = _digest_change(then, "flowsim_source", flowsim_source(), "flowsim's source", "flowsim's source")
+        if why is None:
             packages = then.get("packages", {})
             changed = [
                 f"{name} {packages.get(name)} then, {version} now"

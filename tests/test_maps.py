@@ -43,12 +43,6 @@ def _field(problem, y):
     return problem.vector_field(0.0, y)
 
 
-@jax.jit
-def _risk_gradient(problem, m):
-    """The gradient of the task's risk at overlaps m, compiled once."""
-    return jax.grad(problem.risk, 1)(0.0, m)
-
-
 @pytest.mark.parametrize(
     ("d", "L", "lam", "gamma", "eps", "rule", "tolerance"),
     [
@@ -116,7 +110,7 @@ def test_softmax_at_the_bayes_temperature_has_the_bayes_risk():
 def test_the_risk_is_differentiable_and_refuses_bad_input():
     problem = slr.Problem(20, 3, 0.5, 0.7, 0.1, "softmax", quadrature.gauss_hermite(3, 8))
     m = jnp.array([0.5, 0.5, 0.1, -0.1, 0.2])
-    gradient = _risk_gradient(problem, m)
+    gradient = problem.risk_gradient(0.0, m)
     step = 1e-6 * np.eye(5)
     central = [
         (float(slr.population_risk(problem, m + h)) - float(slr.population_risk(problem, m - h))) / 2e-6 for h in step
