@@ -55,6 +55,8 @@ CLI_CASES = [
     ("flow --lam nan", 2, "flowsim flow: error: --lam must be a finite number > 0, got nan"),
     ("flow --t-max 0", 2, "flowsim flow: error: --t-max must be a finite number > 0, got 0.0"),
     ("verify --min-share 1.5", 2, "flowsim verify: error: --min-share must be a number in [0, 1], got 1.5"),
+    # A distance of 1 or more in the overlaps' cosines would count far-off end points as converged.
+    ("verify --tol 2", 2, "flowsim verify: error: --tol must be a number in (0, 1), got 2.0"),
     (
         "flow --seed 1180591620717411303424",
         2,
@@ -411,6 +413,18 @@ def _api_cases():
             lambda: slr.population_risk(PROBLEM, [np.nan, 0, 0, 0, 0]),
             ValueError,
             "overlaps point (the only one) = (kappa=nan, nu=0, theta=0, eta=0, rho=0) has a non-finite entry",
+        ),
+        (
+            "verify_convergence(tol=1.0)",
+            lambda: slr.verify_convergence(tol=1.0),
+            InvalidInput,
+            "tol must be a number in (0, 1), got 1.0",
+        ),
+        (
+            "problem.approaching(ys, velocity, tol=5.0)",
+            lambda: PROBLEM.approaching(np.zeros((1, 5)), np.zeros((1, 5)), 5.0),
+            InvalidInput,
+            "tol must be a number in (0, 1), got 5.0",
         ),
         (
             "run_sgd(problem, key='a', ...)",

@@ -19,7 +19,7 @@ from flowsim.quadrature import GaussianRule, default_rule
 from flowsim.rosenbrock import Rodas5
 from flowsim.schedules import AbstractSchedule
 from flowsim.tasks.slr import _generated as generated
-from flowsim.tasks.slr._approach import RATE_FLOOR, edge_leads_to_sink
+from flowsim.tasks.slr._approach import RATE_FLOOR, TOLERANCE, edge_leads_to_sink
 from flowsim.tasks.slr._attention import ERF, AttentionMap, as_attention_map
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
 from flowsim.tasks.slr._maps import check_rule, rule_flow, rule_gradient, rule_jacobian, rule_risk
@@ -279,7 +279,8 @@ class Problem(_Parameters):
         """Near M (to tol) on its edge |nu| >= 1 - tol, with sign(kappa) = sign(nu) (nu > 0 where (k*, v*) is the
         only target) and |kappa| rising, where the edge leads to the sink. For erf it does: docs/science.md,
         section 5. For another map it is checked: the flow's rates on M are positive on a grid between the point
-        and the sink (`_approach.edge_leads_to_sink`, with the field at time t)."""
+        and the sink (`_approach.edge_leads_to_sink`, with the field at time t). `tol` is in (0, 1)."""
+        tol = TOLERANCE.check("tol", tol)
         sign = np.where(ys[:, 1] < 0, -1.0, 1.0) if self.odd else np.ones(len(ys))
         kappa, nu = sign * ys[:, 0], sign * ys[:, 1]
         edge = (distance_to_manifold(ys) <= tol) & (nu >= 1 - tol) & (kappa > 0) & (sign * velocity[:, 0] > 0)

@@ -36,6 +36,7 @@ from flowsim.compare import ATTRACTOR_TOL, REFERENCES
 from flowsim.schedules import InverseTimeDecay
 from flowsim.tasks import slr
 from flowsim.tasks.slr import _estimates
+from flowsim.tasks.slr._approach import TOLERANCE
 from flowsim.tasks.slr._own_maps import OWN_MAP, check_spec, loaded_digest, own_map
 from flowsim.tasks.slr._problem import PARAMETERS
 from flowsim.verify import VerifyReport
@@ -215,7 +216,7 @@ def _verify_options(parser) -> None:
     _attention_option(parser)
     option(parser, "--n", int, 64, "starts per initialisation and setting", at_least(1))
     option(parser, "--t-max", float, 1000.0, "integration horizon", POSITIVE)
-    option(parser, "--tol", float, 1e-3, "max-norm distance to +-(k*, v*) counted as converged", POSITIVE)
+    option(parser, "--tol", float, 1e-3, "max-norm distance to +-(k*, v*) counted as converged", TOLERANCE)
     option(parser, "--min-share", float, 0.99, "share of starts on M that must converge", SHARE)
     option(parser, "--saves", int, _VERIFY_SAVES, "saved times (resolution of the time to converge)", at_least(2))
 
