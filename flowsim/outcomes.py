@@ -51,7 +51,8 @@ def classify_end_points(task, finals, *, t: float = 0.0, tol: float, merge_tol: 
 
     - `task`: an `AbstractTask`; its scheduled parameter is taken at time `t` (the end of a schedule).
     - `finals`: end points, shape (n, dimension).
-    - `tol`: distance to a target counted as reached.
+    - `tol`: distance to a target counted as reached (a task's `approaching`, asked only where some end point is
+      neither reached nor failed, may bound it: the attention task's is below 1).
     - `merge_tol`: how close an end point must be to a fixed point to be assigned to it
       (small for exact dynamics, about `tol` for noisy SGD iterates).
     - `ok`: optional (n,) bool, False for trajectories whose computation failed.
@@ -62,9 +63,12 @@ def classify_end_points(task, finals, *, t: float = 0.0, tol: float, merge_tol: 
     finite = np.isfinite(finals).all(axis=-1) & (np.ones(len(finals), bool) if ok is None else np.asarray(ok))
     safe = np.where(finite[:, None], finals, 0.0)
     reached = finite & (distance_to_targets(task, safe) <= tol)
-    velocity = np.asarray(evaluate(_field_batch, float(t), safe, task))
-    approaching = finite & ~reached & task.approaching(safe, velocity, tol, t)
-    rest = finite & ~reached & ~approaching
+    pending = finite & ~reached
+    approaching = pending.copy()
+    if pending.any():  # (all rows: one compiled field per shape)
+        velocity = np.asarray(evaluate(_field_batch, float(t), safe, task))
+        approaching &= task.approaching(safe, velocity, tol, t)
+    rest = pending & ~approaching
     others: list[Attractor] = []
     if rest.any():
         # All rows (the others as NaN, which attractors() skips): one compiled Newton polish per shape.
