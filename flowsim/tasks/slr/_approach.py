@@ -10,8 +10,6 @@ nu' = -(1 - nu^2) R_nu. If -R_kappa > 0 on [kappa0, 1) x [nu0, 1] and -R_nu > 0 
 proof, and it asks each rate to exceed a floor, so that a rate lost in rounding is not taken for a positive one.
 """
 
-import math
-
 import numpy as np
 
 from flowsim._checks import Allowed
@@ -21,7 +19,7 @@ __all__ = ["RATE_FLOOR", "TOLERANCE", "edge_leads_to_sink"]
 #: The distances to the target (max norm) that count an end point as converged, and its edge nu >= 1 - tol:
 #: below 1. The overlaps are cosines, so a distance of 2 holds every state, and from 1 on the edge would reach
 #: nu = 0, across which an odd map's target changes sign.
-TOLERANCE = Allowed("a number in (0, 1)", lambda x: math.isfinite(x) and 0 < x < 1)
+TOLERANCE = Allowed("a number in (0, 1)", lambda x: 0 < x < 1)
 
 #: The smallest rate -R_kappa or -R_nu taken as positive, relative to the largest rate on the grid where that is
 #: above 1 (rounding grows with the size of the terms the rule sums). Erf's -R_kappa on the edge at lam = 0.9
