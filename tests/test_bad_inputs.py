@@ -57,6 +57,7 @@ CLI_CASES = [
     ("verify --min-share 1.5", 2, "flowsim verify: error: --min-share must be a number in [0, 1], got 1.5"),
     # A distance of 1 or more in the overlaps' cosines would count far-off end points as converged.
     ("verify --tol 2", 2, "flowsim verify: error: --tol must be a number in (0, 1), got 2.0"),
+    ("compare --attractor-tol 5", 2, "flowsim compare: error: --attractor-tol must be a number in (0, 1), got 5.0"),
     (
         "flow --seed 1180591620717411303424",
         2,

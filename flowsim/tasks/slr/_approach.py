@@ -18,7 +18,8 @@ __all__ = ["RATE_FLOOR", "TOLERANCE", "edge_leads_to_sink"]
 
 #: The distances to the target (max norm) that count an end point as converged, and its edge nu >= 1 - tol:
 #: below 1. The overlaps are cosines, so a distance of 2 holds every state, and from 1 on the edge would reach
-#: nu = 0, across which an odd map's target changes sign.
+#: nu = 0, across which an odd map's target changes sign. The command line's distances between two end points
+#: (`compare --attractor-tol`) are bounded alike.
 TOLERANCE = Allowed("a number in (0, 1)", lambda x: 0 < x < 1)
 
 #: The smallest rate -R_kappa or -R_nu taken as positive, relative to the largest rate on the grid where that is

@@ -208,7 +208,7 @@ def _compare_options(parser) -> None:
     parser.add_argument(
         "--reference", choices=REFERENCES, default="flow", help="the gradient flow, or the PGD map at the same lr"
     )
-    option(parser, "--attractor-tol", float, ATTRACTOR_TOL, "end-point distance for 'same attractor'", POSITIVE)
+    option(parser, "--attractor-tol", float, ATTRACTOR_TOL, "end-point distance for 'same attractor'", TOLERANCE)
 
 
 def _verify_options(parser) -> None:
