@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from flowsim._checks import Allowed, InvalidInput
+from flowsim._checks import POSITIVE, Allowed, InvalidInput
 from flowsim._compile import compiled_method
 from flowsim.schedules import AbstractSchedule, Constant
 
@@ -87,6 +87,9 @@ class AbstractTask(eqx.Module):
     target_label: eqx.AbstractClassVar[str]
     #: What `approaching` tests, in words (for reports).
     approach_text: ClassVar[str] = "none (no end point counts as approaching)"
+    #: The distances to a target (max norm) that count an end point as reached (`verify_convergence`'s tol, checked
+    #: before any flow), and that `approaching` takes.
+    tolerance: ClassVar[Allowed] = POSITIVE
     #: What the task is, in words (for printed reports), and a title for figures (mathtext).
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""

@@ -113,7 +113,8 @@ def verify_convergence(
     - `key`: a JAX PRNG key or an integer seed (default `jax.random.key(0)`).
     - `n`: starts per kind.
     - `t_max`, `n_saves`: the horizon and the number of saved times (resolution of the time to converge).
-    - `tol`: max-norm distance to a target (up to the symmetries) counted as converged.
+    - `tol`: max-norm distance to a target (up to the symmetries) counted as converged; each setting's task
+      bounds it (`tolerance`: the attention task's is below 1).
     - `progress`, `max_steps`: passed to `solve_flow`.
     - `unit`: a store of finished work, `unit(name, compute) -> result` (`flowsim.results.RunRecord.unit`):
       each (setting, init) row is one unit (named by the setting's place and the init), read back where the
@@ -125,7 +126,9 @@ def verify_convergence(
         raise InvalidInput("settings must hold at least one Setting")
     n = check_count("n", n, 1)
     n_saves = check_count("n_saves", n_saves, 2)
-    t_max, tol = check_positive("t_max", t_max), check_positive("tol", tol)
+    t_max = check_positive("t_max", t_max)
+    for setting in settings:
+        tol = setting.task.tolerance.check("tol", tol)
     min_share = SHARE.check("min_share", min_share)
     key = jax.random.key(0) if key is None else as_key(key)
     options = {"progress": progress, "max_steps": max_steps}

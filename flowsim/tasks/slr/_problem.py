@@ -188,6 +188,7 @@ class Problem(_Parameters):
 
     state_names: ClassVar = OVERLAP_NAMES
     initialisations: ClassVar = INITIALISATIONS
+    tolerance: ClassVar = TOLERANCE
     approach_text: ClassVar = (
         "near M, |nu| ~ 1 (nu ~ 1 without erf's sign symmetry), sign(kappa) = sign(nu), |kappa| rising, on an edge "
         f"that leads to the sink (erf: proven; other maps: rates > {RATE_FLOOR:g} on a grid)"
@@ -280,7 +281,7 @@ class Problem(_Parameters):
         only target) and |kappa| rising, where the edge leads to the sink. For erf it does: docs/science.md,
         section 5. For another map it is checked: the flow's rates on M are positive on a grid between the point
         and the sink (`_approach.edge_leads_to_sink`, with the field at time t). `tol` is in (0, 1)."""
-        tol = TOLERANCE.check("tol", tol)
+        tol = self.tolerance.check("tol", tol)
         sign = np.where(ys[:, 1] < 0, -1.0, 1.0) if self.odd else np.ones(len(ys))
         kappa, nu = sign * ys[:, 0], sign * ys[:, 1]
         edge = (distance_to_manifold(ys) <= tol) & (nu >= 1 - tol) & (kappa > 0) & (sign * velocity[:, 0] > 0)

@@ -1,7 +1,6 @@
 """The paper's convergence claim, checked by integrating the flow from many starts (docs/science.md section 5)."""
 
 from flowsim.schedules import InverseTimeDecay
-from flowsim.tasks.slr._approach import TOLERANCE
 from flowsim.tasks.slr._attention import AttentionMap
 from flowsim.tasks.slr._problem import Problem
 from flowsim.verify import Setting, VerifyReport
@@ -48,8 +47,6 @@ def verify_convergence(settings: list[Setting] | None = None, **options) -> Veri
 
     **Returns:** a `VerifyReport`; `flowsim.format_report` prints it.
     """
-    if "tol" in options:  # refused now, not after the flows (the engine asks only for tol > 0)
-        options["tol"] = TOLERANCE.check("tol", options["tol"])
     settings = default_settings() if settings is None else settings
     # The settings' target, (k*, v*) or +-(k*, v*) (both, where their maps differ in oddness).
     claim = _claim(" or ".join(sorted({setting.task.target_label for setting in settings})) or "+-(k*, v*)")
