@@ -351,7 +351,9 @@ def run_sgd(
             ),
         ],
     )
-    task = traced(task)
+    # The run keeps the task as given (Python numbers: d sizes other work, e.g. a flow's step budget); the program
+    # takes it traced, so that other values of d and the parameters reuse it.
+    shared = (traced(task), jnp.asarray(lr, dtype=float))
     # The seeds (their keys, and their starts: given, or drawn in the run) split over every device (a no-op on one).
     keys = jax.random.split(key, seeds)
     placed = shard_batch((keys, jnp.zeros((seeds, task.dimension)) if y0 is None else y0))
@@ -359,7 +361,7 @@ def run_sgd(
     layout = dict(logs=steps // log_every, log_every=log_every, largest_chunk=largest_chunk, sharded=placed.sharded)
     with ctrl_c_stops():
         logged, interrupted = run_interruptibly(
-            lambda: run_logged(_CHAIN, (task, jnp.asarray(lr, dtype=float)), placed.value, config, **layout)
+            lambda: run_logged(_CHAIN, shared, placed.value, config, **layout)
         )
     return finish_run(make_run(task, lr, steps, log_every, *placed.gather(logged)), interrupted)
 

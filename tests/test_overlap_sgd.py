@@ -189,6 +189,16 @@ def test_the_chain_at_another_d_runs_the_compiled_chain(caplog):
     assert not np.array_equal(np.asarray(at_160.ys[:, 1]), np.asarray(at_80.ys[:, 1]))
 
 
+def test_a_run_keeps_its_task_as_given():
+    """The chain traces d, but the run hands back the task with d the Python int it was given: what reads the
+    run's task outside a program works at every d (`flowsim compare --d 300` failed so: the flow's step budget,
+    which grows with d from d = 201 on, was computed from the traced d)."""
+    problem = slr.Problem(300, 3, 0.5, eps=0.1)  # the calls of the tests above: compiled once
+    run = slr.run_sgd(problem, jax.random.key(5), init=START, lr=0.05, steps=1, batch=4000, seeds=400, engine="overlaps")
+    assert type(run.task.d) is int and run.task.d == 300
+    assert run.task.flow_max_steps() == problem.flow_max_steps() == 2**18  # 500 d = 150 000, rounded up
+
+
 def test_an_overflowing_step_is_a_divergence_not_zero_overlaps():
     """lr = 1e300 overflows the step: every seed diverges at step 1 (NaN), none reads as overlaps 0."""
     problem = slr.Problem(80, 3, 0.5, eps=0.1)
