@@ -2,6 +2,7 @@
 
 import math
 import numbers
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -9,6 +10,7 @@ import jax
 import numpy as np
 
 __all__ = [
+    "NOISE",
     "NON_NEGATIVE",
     "POSITIVE",
     "SCALE",
@@ -52,7 +54,8 @@ class Allowed:
     integer: bool = False
 
     def check(self, name: str, value):
-        """`value` as an int or float if allowed, else ValueError "{name} must be {text}, got {value!r}".
+        """`value` as an int or float if allowed, else ValueError "{name} must be {text}, got {value!r}" (a nonzero
+        number below 2.2e-308 in size, subnormal, is refused too: compiled programs read it as 0).
 
         A traced value (inside a JAX transformation) passes unchecked: it was checked where it was concrete.
         """
@@ -69,7 +72,21 @@ class Allowed:
             ok = not math.isnan(number) and self.accepts(number)
         if not ok:
             raise InvalidInput(f"{name} must be {self.text}, got {value!r}")
+        if not self.integer and _subnormal(number):
+            raise InvalidInput(
+                f"{name} must be {self.text}, got {value!r}: a subnormal number, which flowsim's compiled programs "
+                f"read as 0 (the smallest normal float64 is {sys.float_info.min:.4g})"
+            )
         return number
+
+    def admits(self, number) -> bool:
+        """Whether a number (an int or float, as the command line parsed it) is allowed, subnormal ones refused."""
+        return self.accepts(number) and (self.integer or not _subnormal(number))
+
+
+def _subnormal(number: float) -> bool:
+    # XLA's CPU programs flush subnormal numbers to zero: such a step size or time would be 0 there.
+    return 0 < abs(number) < sys.float_info.min
 
 
 def at_least(minimum: int) -> Allowed:
@@ -83,6 +100,8 @@ SHARE = Allowed("a number in [0, 1]", lambda x: 0 <= x <= 1)
 #: A model's scale (a noise level, a bandwidth): its square, fourth power and their inverses stay float64 numbers,
 #: not inf or 0.
 SCALE = Allowed("a number in [1e-50, 1e50]", lambda x: 1e-50 <= x <= 1e50)
+#: A noise level that may be 0 (label noise): its square and fourth power stay float64 numbers, not inf.
+NOISE = Allowed("a number in [0, 1e50]", lambda x: 0 <= x <= 1e50)
 #: The seeds `jax.random.key` takes (it converts them to a C long).
 SEED = Allowed("an integer in [0, 2**63 - 1]", lambda x: 0 <= x <= 2**63 - 1, integer=True)
 

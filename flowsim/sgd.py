@@ -9,6 +9,7 @@ what it logged before, is NaN from then on, and is reported with its first bad s
 in the run's `status`, and in `failures()`.
 """
 
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -283,6 +284,8 @@ def check_lengths(lr, steps, batch, log_every, seeds) -> tuple[float, int, int, 
     seeds = check_count("seeds", seeds, 1)
     if steps % log_every:
         raise InvalidInput(f"log_every = {log_every} must divide steps = {steps}")
+    if not math.isfinite(lr * steps):  # the run's flow time t = lr * step, which its schedule and comparison read
+        raise InvalidInput(f"lr * steps must be finite (the run's time at its end), got lr = {lr!r}, steps = {steps}")
     return lr, steps, batch, log_every, seeds
 
 
@@ -360,9 +363,7 @@ def run_sgd(
     config = (init if y0 is None else None, batch)
     layout = dict(logs=steps // log_every, log_every=log_every, largest_chunk=largest_chunk, sharded=placed.sharded)
     with ctrl_c_stops():
-        logged, interrupted = run_interruptibly(
-            lambda: run_logged(_CHAIN, shared, placed.value, config, **layout)
-        )
+        logged, interrupted = run_interruptibly(lambda: run_logged(_CHAIN, shared, placed.value, config, **layout))
     return finish_run(make_run(task, lr, steps, log_every, *placed.gather(logged)), interrupted)
 
 

@@ -49,11 +49,35 @@ CLI_CASES = [
         "flowsim flow: error: unrecognized arguments: --t-maks 5 --t-end 5 (did you mean --t-max? see flowsim flow",
     ),
     ("portrait --d abc", 2, "flowsim portrait: error: argument --d: invalid int value: 'abc'"),
-    ("sgd --d -3", 2, "flowsim sgd: error: --d must be an integer >= 5 (every command: SGD on the overlaps needs"),
-    ("flow --d 3", 2, "flowsim flow: error: --d must be an integer >= 5 (every command: SGD on the overlaps needs"),
-    ("demo --L 0", 2, "flowsim demo: error: --L must be an integer >= 1, got 0"),
-    ("flow --lam nan", 2, "flowsim flow: error: --lam must be a finite number > 0, got nan"),
+    (
+        "sgd --d -3",
+        2,
+        "flowsim sgd: error: --d must be an integer in [5, 2**53] (every command: SGD on the overlaps needs",
+    ),
+    (
+        "flow --d 3",
+        2,
+        "flowsim flow: error: --d must be an integer in [5, 2**53] (every command: SGD on the overlaps needs",
+    ),
+    ("demo --L 0", 2, "flowsim demo: error: --L must be an integer in [1, 2**31 - 1], got 0"),
+    ("flow --lam nan", 2, "flowsim flow: error: --lam must be a number in [1e-50, 1e50], got nan"),
     ("flow --t-max 0", 2, "flowsim flow: error: --t-max must be a finite number > 0, got 0.0"),
+    # A subnormal number is 0 in XLA's compiled programs: the save times would not increase.
+    (
+        "flow --t-max 1e-320",
+        2,
+        "flowsim flow: error: --t-max must be a finite number > 0, got 1e-320: a subnormal number, which flowsim's "
+        "compiled programs read as 0 (the smallest normal float64 is 2.225e-308)",
+    ),
+    # Above 1e50 the risk's squares and fourth powers overflow; L^2 is computed in int64.
+    ("sgd --gamma 1e308", 2, "flowsim sgd: error: --gamma must be a number in [1e-50, 1e50], got 1e+308"),
+    ("demo --eps 1e51", 2, "flowsim demo: error: --eps must be a number in [0, 1e50], got 1e+51"),
+    ("flow --L 1000000000000", 2, "flowsim flow: error: --L must be an integer in [1, 2**31 - 1], got 1000000000000"),
+    (
+        "compare --lr 1e308",
+        2,
+        "flowsim compare: error: lr * steps must be finite (the run's time at its end), got lr = 1e+308, steps = 2000",
+    ),
     ("verify --min-share 1.5", 2, "flowsim verify: error: --min-share must be a number in [0, 1], got 1.5"),
     # A distance of 1 or more in the overlaps' cosines would count far-off end points as converged.
     ("verify --tol 2", 2, "flowsim verify: error: --tol must be a number in (0, 1), got 2.0"),
@@ -124,6 +148,14 @@ CLI_CASES = [
         "flowsim latent error: error: argument --Ls: must be comma-separated values, each an integer >= 1, got '0'",
     ),
     ("latent risk --sigma 0", 2, "flowsim latent risk: error: --sigma must be a number in [1e-50, 1e50], got 0.0"),
+    # The overflowing tilt is refused in one line, without NumPy's overflow warnings before it.
+    (
+        "latent risk --norms 1e308",
+        2,
+        "flowsim latent risk: error: --norms must give sigma^2 |a|^2 <= 700 (its e^(...) in the predicted limit a "
+        "float64), got sigma^2 |a|^2 = inf at |a| = 1e+308",
+    ),
+    ("latent learn --eps 1e308", 2, "flowsim latent learn: error: --eps must be a number in [0, 1e50], got 1e+308"),
     (
         "latent mixture --n-test 1",
         2,
@@ -322,7 +354,7 @@ CLI_CASES = [
         "advantage --lams -1,2",
         2,
         "flowsim advantage: error: argument --lams: must be comma-separated values, each a "
-        "finite number > 0, got '-1,2'",
+        "number in [1e-50, 1e50], got '-1,2'",
     ),
     (
         "flow --attention softmax --L 100000000",
@@ -340,9 +372,9 @@ CLI_CASES = [
     ("compare --reference nothing", 2, "flowsim compare: error: argument --reference: invalid choice: 'nothing'"),
     ("reproduce --only nothing", 2, "flowsim reproduce: error: argument --only: invalid choice: 'nothing'"),
     (
-        "advantage --lr 1e-320",
+        "advantage --lr 1e-300 --t-max 1e10",
         2,
-        "flowsim advantage: error: t_max / lr = inf SGD steps is not a finite number (t_max = 100, lr = 9.99989e-321)",
+        "flowsim advantage: error: t_max / lr = inf SGD steps is not a finite number (t_max = 1e+10, lr = 1e-300)",
     ),
     (
         "flow --attention capped",
@@ -499,7 +531,7 @@ def _api_cases():
             "Problem(d=5.5, L=4, lam=0.5)",
             lambda: slr.Problem(d=5.5, L=4, lam=0.5),
             ValueError,
-            "Problem.d must be an integer >= 2, got 5.5",
+            "Problem.d must be an integer in [2, 2**53], got 5.5",
         ),
         (
             "Problem(d=20, L=3, lam=0.5).vector_field(0.0, np.ones(4))",
@@ -646,6 +678,11 @@ def markdown() -> str:
         "{foreign} for a non-empty folder of other files, {overlong} for a folder name longer than file systems",
         "allow (300 bytes), {maps} for a researcher's map file and {edited} for the folder of an interrupted",
         "`advantage` run that used it, the file edited since ({was} and {now}: the start of its SHA-256 then and now).",
+        "",
+        "Numbers are bounded where flowsim's arithmetic needs it. A nonzero number below 2.2e-308 in size",
+        "(subnormal) is refused everywhere: XLA's compiled programs read it as 0. For the attention task, lam,",
+        "gamma and eps are at most 1e50 (their squares and fourth powers stay float64 numbers), L at most",
+        "2^31 - 1 (the flow computes L^2 in int64) and d at most 2^53 (exact in float64).",
         "",
         f"## Command line ({len(CLI_CASES)} cases)",
         "",

@@ -46,7 +46,10 @@ PROCESSES = {"sgd": SGD, "derive": "derive"}
 #: the start of the one line on stderr). Every other bad input is in tests/test_bad_inputs.py.
 BAD_INPUTS = [
     ("nonsense", "flowsim: error: argument command: invalid choice: 'nonsense'"),
-    ("sgd --d -3", "flowsim sgd: error: --d must be an integer >= 5 (every command: SGD on the overlaps needs"),
+    (
+        "sgd --d -3",
+        "flowsim sgd: error: --d must be an integer in [5, 2**53] (every command: SGD on the overlaps needs",
+    ),
     ("flow --out {file}/results", "flowsim flow: error: cannot write results into"),
 ]
 IN_SUBPROCESSES = len(BAD_INPUTS)
@@ -325,8 +328,8 @@ def test_help_gives_every_option_its_default_and_range(capsys):
     assert exit.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     assert (
-        "--d D token dimension d; an integer >= 5 (every command: SGD on the overlaps needs d >= 5) (default: 80)"
-        in text
+        "--d D token dimension d; an integer in [5, 2**53] (every command: SGD on the overlaps needs d >= 5) "
+        "(default: 80)" in text
     )
     assert "--engine {overlaps,rd}" in text and "(default: overlaps)" in text
     assert "(default: 200000)" in text and "(default: 0.001)" in text

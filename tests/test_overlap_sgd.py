@@ -194,7 +194,9 @@ def test_a_run_keeps_its_task_as_given():
     run's task outside a program works at every d (`flowsim compare --d 300` failed so: the flow's step budget,
     which grows with d from d = 201 on, was computed from the traced d)."""
     problem = slr.Problem(300, 3, 0.5, eps=0.1)  # the calls of the tests above: compiled once
-    run = slr.run_sgd(problem, jax.random.key(5), init=START, lr=0.05, steps=1, batch=4000, seeds=400, engine="overlaps")
+    run = slr.run_sgd(
+        problem, jax.random.key(5), init=START, lr=0.05, steps=1, batch=4000, seeds=400, engine="overlaps"
+    )
     assert type(run.task.d) is int and run.task.d == 300
     assert run.task.flow_max_steps() == problem.flow_max_steps() == 2**18  # 500 d = 150 000, rounded up
 

@@ -65,17 +65,25 @@ def test_predict_matches_its_definition():
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("d", 1, "Problem.d must be an integer >= 2, got 1"),
-        ("d", 4.0, "Problem.d must be an integer >= 2, got 4.0"),
-        ("d", True, "Problem.d must be an integer >= 2, got True"),
-        ("d", np.array([10, 20]), "Problem.d must be an integer >= 2, got array([10, 20])"),
-        ("L", 0, "Problem.L must be an integer >= 1, got 0"),
-        ("lam", 0.0, "Problem.lam must be a finite number > 0, got 0.0"),
-        ("lam", float("nan"), "Problem.lam must be a finite number > 0, got nan"),
-        ("lam", "big", "Problem.lam must be a finite number > 0, got 'big'"),
-        ("gamma", -1.0, "Problem.gamma must be a finite number > 0, got -1.0"),
-        ("gamma", float("inf"), "Problem.gamma must be a finite number > 0, got inf"),
-        ("eps", -0.1, "Problem.eps must be a finite number >= 0, got -0.1"),
+        ("d", 1, "Problem.d must be an integer in [2, 2**53], got 1"),
+        ("d", 4.0, "Problem.d must be an integer in [2, 2**53], got 4.0"),
+        ("d", True, "Problem.d must be an integer in [2, 2**53], got True"),
+        ("d", np.array([10, 20]), "Problem.d must be an integer in [2, 2**53], got array([10, 20])"),
+        ("L", 0, "Problem.L must be an integer in [1, 2**31 - 1], got 0"),
+        ("lam", 0.0, "Problem.lam must be a number in [1e-50, 1e50], got 0.0"),
+        ("lam", float("nan"), "Problem.lam must be a number in [1e-50, 1e50], got nan"),
+        ("lam", "big", "Problem.lam must be a number in [1e-50, 1e50], got 'big'"),
+        ("gamma", -1.0, "Problem.gamma must be a number in [1e-50, 1e50], got -1.0"),
+        ("gamma", float("inf"), "Problem.gamma must be a number in [1e-50, 1e50], got inf"),
+        ("eps", -0.1, "Problem.eps must be a number in [0, 1e50], got -0.1"),
+        # Above these bounds the risk's powers overflow (Python's float ** raises), or L^2 in int64, or d in float64.
+        ("d", 2**53 + 1, "Problem.d must be an integer in [2, 2**53], got 9007199254740993"),
+        ("L", 2**31, "Problem.L must be an integer in [1, 2**31 - 1], got 2147483648"),
+        ("lam", 1e51, "Problem.lam must be a number in [1e-50, 1e50], got 1e+51"),
+        ("gamma", 1e308, "Problem.gamma must be a number in [1e-50, 1e50], got 1e+308"),
+        ("eps", 1e51, "Problem.eps must be a number in [0, 1e50], got 1e+51"),
+        # A subnormal number is 0 in XLA's programs: refused, where 0 itself is allowed.
+        ("eps", 1e-320, "Problem.eps must be a number in [0, 1e50], got 1e-320: a subnormal number, which flowsim's"),
     ],
 )
 def test_problem_validation(field, value, message):

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from flowsim._checks import NON_NEGATIVE, SEED, Allowed, InvalidInput
+from flowsim._checks import NON_NEGATIVE, SEED, Allowed
 from flowsim._memory import check_work, held_announcements
 
 __all__ = [
@@ -263,7 +263,7 @@ class _CommaSeparated:
             values = tuple(kind(part) for part in text.split(","))
         except ValueError:
             values = ()
-        if not values or not all(self.allowed.accepts(value) for value in values):
+        if not values or not all(self.allowed.admits(value) for value in values):
             raise argparse.ArgumentTypeError(f"must be comma-separated values, each {self.allowed.text}, got {text!r}")
         # One row per value in every table: a repeated value would be computed twice and listed twice.
         return tuple(sorted(set(values)))
@@ -311,5 +311,5 @@ def check(args) -> None:
     """Every option with allowed values (`option`) within them; ValueError naming the first that is not."""
     for name, (flag, allowed) in args.checks.items():
         value = getattr(args, name)
-        if value is not None and not allowed.accepts(value):
-            raise InvalidInput(f"{flag} must be {allowed.text}, got {value!r}")
+        if value is not None:
+            allowed.check(flag, value)

@@ -160,7 +160,9 @@ def attention_error_work(model: TiltedGaussian, a, Ls, replicates: int, names=No
     """
     names = {"a": "a", "Ls": "Ls", "replicates": "replicates"} | (names or {})
     a = np.atleast_2d(np.asarray(a, dtype=float))
-    _check_tilts([(np.linalg.norm(row), float(row @ model.Sigma @ row)) for row in a], names["a"], "a^T Sigma a")
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, in one line
+        tilts = [(np.linalg.norm(row), float(row @ model.Sigma @ row)) for row in a]
+    _check_tilts(tilts, names["a"], "a^T Sigma a")
     width = 2 * (model.d + model.B.shape[0]) + len(a)  # keys, values, their draws, and the scores
     return _monte_carlo_work("softmax attention", Ls, replicates, width, len(a), names)
 
@@ -288,7 +290,9 @@ def location_risk_work(model: ConjugateLocation, a_norms, Ls, replicates: int, n
     """
     names = {"a": "a_norms", "Ls": "Ls", "replicates": "replicates", "d": "d"} | (names or {})
     norms = np.atleast_1d(np.asarray(a_norms, dtype=float))
-    _check_tilts([(norm, model.sigma**2 * norm**2) for norm in norms], names["a"], "sigma^2 |a|^2")
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, in one line
+        tilts = [(norm, model.sigma**2 * norm**2) for norm in norms]
+    _check_tilts(tilts, names["a"], "sigma^2 |a|^2")
     return _monte_carlo_work("attention and the posterior mean", Ls, replicates, 3 * model.d, len(norms) + 1, names)
 
 

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import NON_NEGATIVE, SCALE, InvalidInput, as_key, at_least, check_choice, check_count
+from flowsim._checks import NOISE, SCALE, InvalidInput, as_key, at_least, check_choice, check_count
 from flowsim._compile import compiled_method
 from flowsim._interrupt import ctrl_c_stops, run_interruptibly
 from flowsim._memory import Cost, Need, check_work, float_bytes
@@ -64,7 +64,7 @@ PARAMETERS = (
     Parameter("d", int, "dimension d of the latent location", at_least(2), "$d$"),
     Parameter("tau", float, "prior scale tau of the location", SCALE, r"$\tau$"),
     Parameter("sigma", float, "noise sigma of the keys around the location", SCALE, r"$\sigma$"),
-    Parameter("eps", float, "standard deviation eps of the label noise", NON_NEGATIVE, r"$\varepsilon$"),
+    Parameter("eps", float, "standard deviation eps of the label noise", NOISE, r"$\varepsilon$"),
 )
 
 
@@ -82,7 +82,7 @@ class Readout(AbstractTask):
     """The read-out <w, attn_a> of a latent location's linear functional, at L = oo, as a task (section 9).
 
     **Arguments:** `d` (>= 2; the state does not depend on it, the initial states and SGD do); `tau`, `sigma`
-    (> 0); `eps` (>= 0, default 0).
+    (> 0); `eps` (in [0, 1e50], default 0).
     """
 
     d: int = eqx.field(static=True)

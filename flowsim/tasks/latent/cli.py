@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from flowsim._checks import NON_NEGATIVE, POSITIVE, SCALE, at_least
+from flowsim._checks import NOISE, NON_NEGATIVE, POSITIVE, SCALE, at_least
 from flowsim.commands import parts
 from flowsim.commands.options import Command, comma_separated, estimated, option, output_options
 from flowsim.commands.tables import format_table
@@ -128,7 +128,7 @@ def _learn_options(parser) -> None:
     option(parser, "--d", int, 4, "dimension of the latent location", at_least(2))
     option(parser, "--sigma", float, 1.0, "the keys' noise sigma", SCALE)
     option(parser, "--tau", float, 1.0, "the prior's scale tau", SCALE)
-    option(parser, "--eps", float, 0.1, "the label noise eps", NON_NEGATIVE)
+    option(parser, "--eps", float, 0.1, "the label noise eps", NOISE)
     option(parser, "--lr", float, 0.05, "gradient descent's step size (the flow's clock is lr * step)", POSITIVE)
     option(parser, "--steps", int, 400, "gradient-descent steps", at_least(10))
     option(parser, "--seeds", int, 4, "runs per (L, n)", at_least(1))

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import NON_NEGATIVE, POSITIVE, InvalidInput, at_least, check_choice, concrete, python_scalar
+from flowsim._checks import NOISE, SCALE, Allowed, InvalidInput, check_choice, concrete, python_scalar
 from flowsim._compile import compiled_method
 from flowsim._task import AbstractTask, Parameter
 from flowsim.quadrature import GaussianRule, default_rule
@@ -50,18 +50,24 @@ def distance_to_manifold(m) -> np.ndarray:
 #: Overlap points evaluated at once by a rule (`Problem._by_rule`).
 _RULE_CHUNK = 256
 
-#: The parameters with their allowed values (the command line's options reuse them).
+#: d enters the programs as an int64 and as float64 (d / 2, sqrt(d / 2)): every integer up to 2^53 is exact in both.
+DIMENSION = Allowed("an integer in [2, 2**53]", lambda d: 2 <= d <= 2**53, integer=True)
+#: The generated flow computes L^2 in int64: L below 2^31 keeps it exact.
+TOKENS = Allowed("an integer in [1, 2**31 - 1]", lambda L: 1 <= L <= 2**31 - 1, integer=True)
+
+#: The parameters with their allowed values (the command line's options reuse them). lam, gamma and eps enter the
+#: risk squared and to the fourth power (Python's float ** raises on overflow): bounded by 1e50.
 PARAMETERS = (
-    Parameter("d", int, "token dimension d", at_least(2), "$d$"),
-    Parameter("L", int, "number of tokens L", at_least(1), "$L$"),
-    Parameter("lam", float, "inverse temperature lambda of the attention", POSITIVE, "$\\lambda$"),
+    Parameter("d", int, "token dimension d", DIMENSION, "$d$"),
+    Parameter("L", int, "number of tokens L", TOKENS, "$L$"),
+    Parameter("lam", float, "inverse temperature lambda of the attention", SCALE, "$\\lambda$"),
     Parameter(
         "gamma",
         float,
         "standard deviation gamma of the informative token (sqrt(1/2): same expected norm as the others)",
-        POSITIVE,
+        SCALE,
     ),
-    Parameter("eps", float, "standard deviation eps of the label noise", NON_NEGATIVE),
+    Parameter("eps", float, "standard deviation eps of the label noise", NOISE),
 )
 
 
@@ -171,12 +177,12 @@ class Problem(_Parameters):
 
     **Arguments:**
 
-    - `d`: token dimension, an integer >= 2.
-    - `L`: number of tokens, an integer >= 1.
-    - `lam`: inverse temperature of the attention nonlinearity, finite and > 0, or a schedule.
-    - `gamma`: standard deviation of the informative token, finite and > 0
+    - `d`: token dimension, an integer in [2, 2^53].
+    - `L`: number of tokens, an integer in [1, 2^31 - 1].
+    - `lam`: inverse temperature of the attention nonlinearity, in [1e-50, 1e50], or a schedule.
+    - `gamma`: standard deviation of the informative token, in [1e-50, 1e50]
       (default sqrt(1/2): the informative token then has the same expected norm).
-    - `eps`: standard deviation of the label noise, finite and >= 0 (default 0).
+    - `eps`: standard deviation of the label noise, in [0, 1e50] (default 0).
     - `attention`: the weight map (docs/science.md section 7): an `AttentionMap`, a researcher's own or a
       built-in one, or a built-in one's name (`ATTENTION_MAPS`): "erf" (default, the paper's, closed forms),
       "softmax", "linear", "softplus", "sigmoid" or "relu" (risk and flow by a rule over the L scores). The

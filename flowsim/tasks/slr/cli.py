@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim._checks import POSITIVE, SHARE, Allowed, InvalidInput, at_least
+from flowsim._checks import POSITIVE, SCALE, SHARE, Allowed, InvalidInput, at_least
 from flowsim.commands import parts
 from flowsim.commands.options import (
     Command,
@@ -69,7 +69,11 @@ _INIT_TEXT = (
 
 
 #: One minimum of --d for every command (the Python API takes d >= 2, starts on M d >= 3).
-_D = Allowed("an integer >= 5 (every command: SGD on the overlaps needs d >= 5)", lambda d: d >= 5, integer=True)
+_D = Allowed(
+    "an integer in [5, 2**53] (every command: SGD on the overlaps needs d >= 5)",
+    lambda d: 5 <= d <= 2**53,
+    integer=True,
+)
 
 
 def _task_options(parser, command: str, seed=0, resumable: bool = False, **defaults) -> None:
@@ -238,7 +242,7 @@ def _advantage_options(parser) -> None:
     option(
         parser,
         "--lams",
-        comma_separated(POSITIVE),
+        comma_separated(SCALE),
         ",".join(f"{lam:.6g}" for lam in slr.DEFAULT_LAMS),
         "inverse temperatures, a,b,c",
     )
