@@ -326,6 +326,7 @@ def _run_sgd_and_compare(record, problem: slr.Problem, key, prefix: str, setting
     what = f"online SGD ({setting.engine} engine), {setting.steps} steps x {setting.seeds} seeds, d = {problem.d}"
     with record.phase("sgd", what):
         run = setting.run(problem, key)
+    _record_risk_rises(record, problem, run)  # as `flowsim sgd` says of the same run
     comparison = parts.run_comparison(record, run, prefix, **options)
     init = setting.init if isinstance(setting.init, str) else "given overlaps"
     print(
@@ -437,11 +438,11 @@ def _choose_solver(args, problem, m0):
     if args.solver in ("auto", "tsit5"):  # the estimate decides auto and warns an explicit solve of a stiff flow
         chosen, why = choose_solver(problem, m0, args.t_max)
         if args.solver == "auto":
-            print(f"flowsim flow: {why}", file=sys.stderr)
+            print(f"flowsim {args.command}: {why}", file=sys.stderr)
             return chosen, type(chosen).__name__
         if isinstance(chosen, Rodas5):
             warning = f"warning: {why.split(';')[0]}: --solver rodas5 (or auto) takes it"
-            print(f"flowsim flow: {warning}", file=sys.stderr)
+            print(f"flowsim {args.command}: {warning}", file=sys.stderr)
     solvers = {"tsit5": diffrax.Tsit5, "rodas5": Rodas5, "rosenbrock4": Rosenbrock4, "kvaerno5": diffrax.Kvaerno5}
     solver = solvers[args.solver]()
     return solver, type(solver).__name__
@@ -563,19 +564,10 @@ def _sgd(args) -> int:
             step=failure.step,
             t=failure.time,
         )
-    # A finite run whose risk ends well above where it started and above the null predictor's diverged too.
-    null, risks = problem.eps**2 + problem.gamma**2, np.asarray(run.risk)
-    for seed in np.flatnonzero(risks[:, -1] > _RISE * np.maximum(risks[:, 0], null)):
-        record.fail(
-            f"seed {seed} diverged: its risk rose from {risks[seed, 0]:.4g} to {risks[seed, -1]:.4g} by step "
-            f"{run.steps[-1]}, above the null predictor's {null:.4g} (lower --lr)",
-            seed=int(seed),
-            step=int(run.steps[-1]),
-            t=float(run.times[-1]),
-        )
+    rose = _record_risk_rises(record, problem, run)
     print(f"{what}: overlaps and population risk at step {run.steps[-1]} (t = {run.times[-1]:g})\n")
     m, risk = np.asarray(run.ys)[:, -1], np.asarray(run.risk)[:, -1]
-    diverged = {failure.index: failure.step for failure in run.failures()}
+    diverged = rose | {failure.index: failure.step for failure in run.failures()}
     rows = [
         (seed, *(f"{x:+.4f}" for x in m[seed]), f"{risk[seed]:.6g}", diverged.get(seed, ""))
         for seed in range(args.seeds)
@@ -586,6 +578,26 @@ def _sgd(args) -> int:
 
 #: An SGD run whose risk ends above this factor times its start's (and the null predictor's) has diverged.
 _RISE = 1.1
+
+
+def _record_risk_rises(record, problem: slr.Problem, run: slr.SGDRun) -> dict[int, int]:
+    """Record the seeds of a finite run whose risk ended well above where it started and above the null predictor's
+    (the chain on the overlaps stays finite where SGD in R^d would blow up: lr too large) as diverged.
+
+    **Returns:** {seed: the run's last step} for those seeds.
+    """
+    null, risks = problem.eps**2 + problem.gamma**2, np.asarray(run.risk)
+    rose = {}
+    for seed in np.flatnonzero(risks[:, -1] > _RISE * np.maximum(risks[:, 0], null)):
+        rose[int(seed)] = int(run.steps[-1])
+        record.fail(
+            f"seed {seed} diverged: its risk rose from {risks[seed, 0]:.4g} to {risks[seed, -1]:.4g} by step "
+            f"{run.steps[-1]}, above the null predictor's {null:.4g} (lower --lr)",
+            seed=int(seed),
+            step=int(run.steps[-1]),
+            t=float(run.times[-1]),
+        )
+    return rose
 
 
 def _sgd_figure(run: slr.SGDRun, title: str):
