@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from flowsim import slr
+from flowsim import schedules, slr
 from tests.reference import published_oracle_risk
 
 
@@ -90,6 +90,13 @@ def test_problem_validation(field, value, message):
     arguments = {"d": 10, "L": 3, "lam": 0.5} | {field: value}
     with pytest.raises(ValueError, match=re.escape(message)):
         slr.Problem(**arguments)
+
+
+def test_a_schedules_start_is_within_the_parameters_bounds():
+    """A schedule of lam starts where a fixed lam may be (the command line checks --lam before it makes one)."""
+    with pytest.raises(ValueError, match=re.escape("Problem.lam at t = 0 (its schedule's start) must be a number in")):
+        slr.Problem(10, 3, schedules.InverseTimeDecay(1e308, 1e-3, 1e-3))
+    assert slr.Problem(10, 3, schedules.InverseTimeDecay(2.0, 1e-4, 1e-3)).lam_at(0.0) == 2.0
 
 
 @pytest.mark.parametrize("n", [0, -5, 2.5, None])

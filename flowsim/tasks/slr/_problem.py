@@ -103,7 +103,12 @@ class _Parameters(AbstractTask):
         for parameter in PARAMETERS:
             value = getattr(self, parameter.name)
             # A traced value (a problem rebuilt inside a compiled program) was checked when its problem was made.
-            if not isinstance(value, AbstractSchedule) and concrete(value):
+            if isinstance(value, AbstractSchedule):
+                # A schedule's start, within the parameter's bounds (InverseTimeDecay's largest value).
+                start = value(0.0)
+                if concrete(start):
+                    parameter.allowed.check(f"Problem.{parameter.name} at t = 0 (its schedule's start)", float(start))
+            elif concrete(value):
                 parameter.allowed.check(f"Problem.{parameter.name}", value)
         if self.rule is not None:
             check_rule(self.rule, self.L)
