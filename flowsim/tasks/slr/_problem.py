@@ -184,7 +184,7 @@ class Problem(_Parameters):
 
     - `d`: token dimension, an integer in [2, 2^53].
     - `L`: number of tokens, an integer in [1, 2^31 - 1].
-    - `lam`: inverse temperature of the attention nonlinearity, in [1e-50, 1e50], or a schedule.
+    - `lam`: inverse temperature of the attention nonlinearity, in [1e-50, 1e50], or a schedule (starting there).
     - `gamma`: standard deviation of the informative token, in [1e-50, 1e50]
       (default sqrt(1/2): the informative token then has the same expected norm).
     - `eps`: standard deviation of the label noise, in [0, 1e50] (default 0).
