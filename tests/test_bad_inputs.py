@@ -78,6 +78,12 @@ CLI_CASES = [
         2,
         "flowsim compare: error: lr * steps must be finite (the run's time at its end), got lr = 1e+308, steps = 2000",
     ),
+    # An option read only with another: given alone, the run would leave out the part it was given for.
+    (
+        "portrait --basin-n 10",
+        2,
+        "flowsim portrait: error: --basin-n is read with --basins only: add --basins, or leave --basin-n out",
+    ),
     ("verify --min-share 1.5", 2, "flowsim verify: error: --min-share must be a number in [0, 1], got 1.5"),
     # A distance of 1 or more in the overlaps' cosines would count far-off end points as converged.
     ("verify --tol 2", 2, "flowsim verify: error: --tol must be a number in (0, 1), got 2.0"),

@@ -23,6 +23,7 @@ __all__ = [
     "parameter_options",
     "parse_init",
     "quick_option",
+    "read_with",
 ]
 
 
@@ -44,22 +45,26 @@ class Parser(argparse.ArgumentParser):
 
     A value that starts with a minus and reads as numbers ("-1,2", "-1e-3") is a value, not an option, so that
     a list option refuses it for its range instead of argparse's "expected one argument". Options declared by
-    `quick_option` take the --quick value where they are not given.
+    `quick_option` take the --quick value where they are not given; those declared by `read_with` are refused
+    where given without their switch.
     """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\.?\d[\d.,eE+-]*$")
+        #: {dest: (flag, switch, the switch's dest)} of `read_with`.
+        self.switched = {}
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
     def parse_known_args(self, args=None, namespace=None):
-        quick = self._defaults.get("quick_values")
-        if not quick:
+        quick = self._defaults.get("quick_values") or {}
+        switched = self.switched
+        if not quick and not switched:
             return super().parse_known_args(args, namespace)
         # Which options were given: those whose value is no longer the marker put in their default's place.
-        actions = {action.dest: action for action in self._actions if action.dest in quick}
+        actions = {action.dest: action for action in self._actions if action.dest in quick or action.dest in switched}
         defaults = {dest: action.default for dest, action in actions.items()}
         for action in actions.values():
             action.default = _NotGiven(action.default)
@@ -68,10 +73,15 @@ class Parser(argparse.ArgumentParser):
         finally:
             for dest, action in actions.items():
                 action.default = defaults[dest]
+        given = {dest for dest in actions if not isinstance(getattr(namespace, dest), _NotGiven)}
         for dest, action in actions.items():
-            if isinstance(getattr(namespace, dest), _NotGiven):
-                value = quick[dest] if namespace.quick else defaults[dest]
+            if dest not in given:
+                value = quick[dest] if dest in quick and namespace.quick else defaults[dest]
                 setattr(namespace, dest, self._get_value(action, value) if isinstance(value, str) else value)
+        for dest, (flag, switch, switch_dest) in switched.items():
+            if dest in given and not getattr(namespace, switch_dest):
+                # A value the run would not read: said, instead of a run without the part it was given for.
+                self.error(f"{flag} is read with {switch} only: add {switch}, or leave {flag} out")
         return namespace, extras
 
 
@@ -281,6 +291,12 @@ def quick_option(parser, what: str, **values) -> None:
     said = ", ".join(f"--{dest.replace('_', '-')} {value}" for dest, value in values.items())
     parser.add_argument("--quick", action="store_true", help=f"{what}: {said}, except where given explicitly")
     parser.set_defaults(quick_values=values)
+
+
+def read_with(parser, switch: str, *flags: str) -> None:
+    """The options `flags` are read only when the store-true option `switch` is given: given without it, refused."""
+    for flag in flags:
+        parser.switched[flag[2:].replace("-", "_")] = (flag, switch, switch[2:].replace("-", "_"))
 
 
 def estimated(run: Callable, estimate: Callable) -> Callable:

@@ -23,6 +23,7 @@ from flowsim.commands.options import (
     output_options,
     parameter_options,
     quick_option,
+    read_with,
     schedule_option,
 )
 from flowsim.commands.tables import (
@@ -172,6 +173,7 @@ def _portrait_options(parser) -> None:
         "--basin-init", choices=slr.INITIALISATIONS, default="sphere", help="initialisation of the basin map's starts"
     )
     option(parser, "--basin-t-max", float, 500.0, "horizon of the basin map's trajectories", POSITIVE)
+    read_with(parser, "--basins", "--basin-n", "--basin-init", "--basin-t-max")
 
 
 def _sgd_run_options(parser, seeds: int) -> None:
