@@ -122,6 +122,12 @@ CLI_CASES = [
         "--learners, or leave --mlp-Ts out",
     ),
     (
+        "sparse sweep --learners l1 --lr 0.1",
+        2,
+        "flowsim sparse sweep: error: --lr is the step size of the trained learners: add head, mlp or transformer to "
+        "--learners, or leave --lr out",
+    ),
+    (
         "sparse sweep --erm-trials {E}",
         2,
         "flowsim sparse sweep: error: this run would take about 1.9e+06 days "
