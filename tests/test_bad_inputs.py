@@ -82,7 +82,20 @@ CLI_CASES = [
     (
         "portrait --basin-n 10",
         2,
-        "flowsim portrait: error: --basin-n is read with --basins only: add --basins, or leave --basin-n out",
+        "flowsim portrait: error: --basin-n is read only with --basins: add --basins, or leave --basin-n out",
+    ),
+    (
+        "advantage --maps erf --rule-points 8192",
+        2,
+        "flowsim advantage: error: --rule-points is read only for a map other than erf in --maps at --L > 4 (erf's "
+        "risk is closed-form; up to L = 4 the rule is a product rule): add such a map, or raise --L, or leave "
+        "--rule-points out",
+    ),
+    (
+        "latent error --kernel-max-L 0 --kernel-replicates 50",
+        2,
+        "flowsim latent error: error: --kernel-replicates is read only where --kernel-max-L reaches one of --Ls (the "
+        "comparison's lengths): raise --kernel-max-L, or leave --kernel-replicates out",
     ),
     ("verify --min-share 1.5", 2, "flowsim verify: error: --min-share must be a number in [0, 1], got 1.5"),
     # A distance of 1 or more in the overlaps' cosines would count far-off end points as converged.

@@ -3,7 +3,7 @@
 import argparse
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from flowsim._checks import NON_NEGATIVE, SEED, Allowed
@@ -23,6 +23,7 @@ __all__ = [
     "parameter_options",
     "parse_init",
     "quick_option",
+    "read_only",
     "read_with",
 ]
 
@@ -52,7 +53,7 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\.?\d[\d.,eE+-]*$")
-        #: {dest: (flag, switch, the switch's dest)} of `read_with`.
+        #: {dest: (flag, when it is read, the remedy, whether it is read given the parsed options)} of `read_with`.
         self.switched = {}
 
     def error(self, message):
@@ -78,10 +79,10 @@ class Parser(argparse.ArgumentParser):
             if dest not in given:
                 value = quick[dest] if dest in quick and namespace.quick else defaults[dest]
                 setattr(namespace, dest, self._get_value(action, value) if isinstance(value, str) else value)
-        for dest, (flag, switch, switch_dest) in switched.items():
-            if dest in given and not getattr(namespace, switch_dest):
+        for dest, (flag, when, remedy, read) in switched.items():
+            if dest in given and not read(namespace):
                 # A value the run would not read: said, instead of a run without the part it was given for.
-                self.error(f"{flag} is read with {switch} only: add {switch}, or leave {flag} out")
+                self.error(f"{flag} is read only {when}: {remedy}, or leave {flag} out")
         return namespace, extras
 
 
@@ -295,8 +296,15 @@ def quick_option(parser, what: str, **values) -> None:
 
 def read_with(parser, switch: str, *flags: str) -> None:
     """The options `flags` are read only when the store-true option `switch` is given: given without it, refused."""
+    dest = switch[2:].replace("-", "_")
+    read_only(parser, flags, f"with {switch}", f"add {switch}", lambda args: getattr(args, dest))
+
+
+def read_only(parser, flags: Sequence[str], when: str, remedy: str, read: Callable) -> None:
+    """The options `flags` are read only where `read(args)` (the parsed options) holds: given where it does not,
+    refused in one line, "FLAG is read only WHEN: REMEDY, or leave FLAG out"."""
     for flag in flags:
-        parser.switched[flag[2:].replace("-", "_")] = (flag, switch, switch[2:].replace("-", "_"))
+        parser.switched[flag[2:].replace("-", "_")] = (flag, when, remedy, read)
 
 
 def estimated(run: Callable, estimate: Callable) -> Callable:

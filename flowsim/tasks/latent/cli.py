@@ -4,7 +4,7 @@ import numpy as np
 
 from flowsim._checks import NOISE, NON_NEGATIVE, POSITIVE, SCALE, at_least
 from flowsim.commands import parts
-from flowsim.commands.options import Command, comma_separated, estimated, option, output_options
+from flowsim.commands.options import Command, comma_separated, estimated, option, output_options, read_only
 from flowsim.commands.tables import format_table
 from flowsim.tasks import latent
 
@@ -36,6 +36,13 @@ def _error_options(parser) -> None:
     _common(parser, "0.5,1,1.5", "norms |a| of the attention parameter (along a = (.8, -.5, .3, .6) / |.|)")
     option(parser, "--kernel-max-L", int, 1024, "the largest L of the softmax-against-kernel comparison", at_least(0))
     option(parser, "--kernel-replicates", int, 200, "sequences per L of that comparison", at_least(2))
+    read_only(
+        parser,
+        ["--kernel-replicates"],
+        "where --kernel-max-L reaches one of --Ls (the comparison's lengths)",
+        "raise --kernel-max-L",
+        lambda args: any(L <= args.kernel_max_L for L in args.Ls),
+    )
     option(parser, "--bandwidth", float, 0.5, "the Gaussian kernel's bandwidth h", SCALE)
     option(parser, "--ridge", float, 1e-3, "kernel attention's ridge lam", SCALE)
     output_options(parser, "latent error")

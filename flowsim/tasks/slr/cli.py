@@ -23,6 +23,7 @@ from flowsim.commands.options import (
     output_options,
     parameter_options,
     quick_option,
+    read_only,
     read_with,
     schedule_option,
 )
@@ -263,6 +264,14 @@ def _advantage_options(parser) -> None:
         _POWER,
     )
     option(parser, "--bayes-samples", int, 100_000, "Monte Carlo samples of the Bayes risk", at_least(2))
+    read_only(
+        parser,
+        ["--rule-points"],
+        "for a map other than erf in --maps at --L > 4 (erf's risk is closed-form; up to L = 4 the rule is a product "
+        "rule)",
+        "add such a map, or raise --L",
+        lambda args: args.L > 4 and any(name != "erf" for name in args.maps),
+    )
     quick_lams = ",".join(f"{lam:.6g}" for lam in slr.DEFAULT_LAMS[::3])
     quick_option(parser, "a smoke run", lams=quick_lams, starts="16", t_max="30")
 
