@@ -137,7 +137,7 @@ CLI_CASES = [
     (
         "sparse sweep --learners l1 --lr 0.1",
         2,
-        "flowsim sparse sweep: error: --lr is the step size of the trained learners: add head, mlp or transformer to "
+        "flowsim sparse sweep: error: --lr is read only for a trained learner (head, mlp or transformer): add one to "
         "--learners, or leave --lr out",
     ),
     (

@@ -46,26 +46,26 @@ class Parser(argparse.ArgumentParser):
 
     A value that starts with a minus and reads as numbers ("-1,2", "-1e-3") is a value, not an option, so that
     a list option refuses it for its range instead of argparse's "expected one argument". Options declared by
-    `quick_option` take the --quick value where they are not given; those declared by `read_with` are refused
-    where given without their switch.
+    `quick_option` take the --quick value where they are not given; those declared by `read_only` (or `read_with`)
+    are refused where given but not read.
     """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\.?\d[\d.,eE+-]*$")
-        #: {dest: (flag, when it is read, the remedy, whether it is read given the parsed options)} of `read_with`.
-        self.switched = {}
+        #: {dest: (flag, when it is read, the remedy, whether it is read given the parsed options)} of `read_only`.
+        self.read_when = {}
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
     def parse_known_args(self, args=None, namespace=None):
         quick = self._defaults.get("quick_values") or {}
-        switched = self.switched
-        if not quick and not switched:
+        read_when = self.read_when
+        if not quick and not read_when:
             return super().parse_known_args(args, namespace)
         # Which options were given: those whose value is no longer the marker put in their default's place.
-        actions = {action.dest: action for action in self._actions if action.dest in quick or action.dest in switched}
+        actions = {action.dest: action for action in self._actions if action.dest in quick or action.dest in read_when}
         defaults = {dest: action.default for dest, action in actions.items()}
         for action in actions.values():
             action.default = _NotGiven(action.default)
@@ -79,7 +79,7 @@ class Parser(argparse.ArgumentParser):
             if dest not in given:
                 value = quick[dest] if dest in quick and namespace.quick else defaults[dest]
                 setattr(namespace, dest, self._get_value(action, value) if isinstance(value, str) else value)
-        for dest, (flag, when, remedy, read) in switched.items():
+        for dest, (flag, when, remedy, read) in read_when.items():
             if dest in given and not read(namespace):
                 # A value the run would not read: said, instead of a run without the part it was given for.
                 self.error(f"{flag} is read only {when}: {remedy}, or leave {flag} out")
@@ -304,7 +304,7 @@ def read_only(parser, flags: Sequence[str], when: str, remedy: str, read: Callab
     """The options `flags` are read only where `read(args)` (the parsed options) holds: given where it does not,
     refused in one line, "FLAG is read only WHEN: REMEDY, or leave FLAG out"."""
     for flag in flags:
-        parser.switched[flag[2:].replace("-", "_")] = (flag, when, remedy, read)
+        parser.read_when[flag[2:].replace("-", "_")] = (flag, when, remedy, read)
 
 
 def estimated(run: Callable, estimate: Callable) -> Callable:

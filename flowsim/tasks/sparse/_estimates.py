@@ -70,10 +70,6 @@ def sweep(args) -> tuple[list, list]:
         if learner not in args.learners and tuple(value) not in unchanged:
             raise InvalidInput(f"{option} gives the {learner}'s input lengths: add {learner} to --learners, or leave "
                                f"{option} out")  # fmt: skip
-    if args.lr is not None and set(args.learners) <= {"l1"}:
-        # The control is a solver run to its tolerance: no step size.
-        raise InvalidInput("--lr is the step size of the trained learners: add head, mlp or transformer to "
-                           "--learners, or leave --lr out")  # fmt: skip
     for learner in args.learners:
         option, Ts = lengths[learner]
         if min(Ts) <= args.s:

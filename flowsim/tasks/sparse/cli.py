@@ -13,6 +13,7 @@ from flowsim.commands.options import (
     option,
     output_options,
     quick_option,
+    read_only,
 )
 from flowsim.commands.tables import format_table
 from flowsim.tasks import sparse
@@ -104,6 +105,14 @@ def _sweep_options(parser) -> None:
         "the step size of the head, the MLP and the Transformer (default: each learner's, sparse.DEFAULTS: "
         "Adam 0.01 for the head and the MLP, AdamW 0.001 with weight decay 1e-4 for the Transformer)",
         POSITIVE,
+    )
+    # The control is a solver run to its tolerance: no step size.
+    read_only(
+        parser,
+        ["--lr"],
+        "for a trained learner (head, mlp or transformer)",
+        "add one to --learners",
+        lambda args: not set(args.learners) <= {"l1"},
     )
     option(parser, "--erm-trials", int, 200, "trials of the ERM identifiability per T", at_least(1))
     quick_option(parser, "a smoke run", Ts="16,64,256", mlp_Ts="16,32,64", transformer_Ts="16,32,64", seeds="4",
