@@ -41,6 +41,7 @@ __all__ = [
     "UNIT_CHARACTERS",
     "NotWritten",
     "RunRecord",
+    "csv_text",
     "earlier_run",
     "environment",
     "flowsim_source",
@@ -327,8 +328,33 @@ def _cell(item) -> str:
     return str(item)
 
 
+def csv_text(table: Mapping[str, Sequence], *, header: bool = True) -> str:
+    """A table as CSV text: a line of column names (if `header`), then one line per row.
+
+    A long table written again as it grows can keep the text of its earlier rows (`header=False`) instead of
+    formatting them anew: the text of a table is its header followed by the rows' texts of its parts.
+
+    **Arguments:**
+
+    - `table`: {column name: 1-D sequence}, all of one length (e.g. from `long_table`).
+    - `header`: whether the text begins with the column names.
+
+    **Returns:** the text; floats by repr (they read back exactly), booleans as true/false.
+    """
+    cells = {name: [_cell(item) for item in np.asarray(column).tolist()] for name, column in table.items()}
+    lengths = {len(column) for column in cells.values()}
+    if len(lengths) > 1:
+        raise InvalidInput(f"the columns of a table must have one length, got {sorted(lengths)}")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    if header:
+        writer.writerow(cells)
+    writer.writerows(zip(*cells.values(), strict=True))
+    return buffer.getvalue()
+
+
 def write_csv(path, table: Mapping[str, Sequence]) -> Path:
-    """Write a table as CSV atomically: a header of column names, then one line per row.
+    """Write a table as CSV atomically (`csv_text`: a header of column names, then one line per row).
 
     **Arguments:**
 
@@ -337,15 +363,7 @@ def write_csv(path, table: Mapping[str, Sequence]) -> Path:
 
     **Returns:** the path written.
     """
-    cells = {name: [_cell(item) for item in np.asarray(column).tolist()] for name, column in table.items()}
-    lengths = {len(column) for column in cells.values()}
-    if len(lengths) > 1:
-        raise InvalidInput(f"the columns of a table must have one length, got {sorted(lengths)}")
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(cells)
-    writer.writerows(zip(*cells.values(), strict=True))
-    return write_text(path, buffer.getvalue())
+    return write_text(path, csv_text(table))
 
 
 def save_figure(fig: "Figure", path_stem) -> list[Path]:

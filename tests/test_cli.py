@@ -455,6 +455,34 @@ def test_the_executable_keeps_jaxs_standard_promotion(tmp_path, monkeypatch):
     assert _record(tmp_path)["status"] == "ok"
 
 
+def test_the_executable_flushes_its_streams_and_ends_with_the_commands_status(monkeypatch):
+    """`executable` ends the process without tearing the interpreter down (`os._exit`): what the command printed into
+    buffered streams is flushed first, and the process's status is the command's."""
+    import flowsim.cli
+
+    streams = {name: io.TextIOWrapper(io.BytesIO(), encoding="utf-8") for name in ("stdout", "stderr")}
+    for name, stream in streams.items():
+        monkeypatch.setattr(sys, name, stream)
+
+    def run() -> int:
+        print("the last table", end="")
+        print("a note", end="", file=sys.stderr)
+        return 7
+
+    class Ended(Exception):
+        pass
+
+    def end(status):
+        raise Ended(status)
+
+    monkeypatch.setattr(flowsim.cli, "command", run)
+    monkeypatch.setattr(flowsim.cli.os, "_exit", end)
+    with pytest.raises(Ended) as ended:
+        flowsim.cli.executable()
+    assert ended.value.args == (7,)
+    assert [streams[name].buffer.getvalue() for name in ("stdout", "stderr")] == [b"the last table", b"a note"]
+
+
 def test_a_reader_that_stops_early_does_not_end_the_run(tmp_path, monkeypatch):
     """`flowsim sgd | head -1`: the pipe's reader is gone before the run prints; the run goes on to exit 0, every file
     written (a print into the closed pipe used to end it as an internal error, its figures unwritten)."""
@@ -655,6 +683,16 @@ def test_csv_floats_read_back_exactly_and_tables_are_long(tmp_path):
         ("1", "0", "true"),
     ]
     np.testing.assert_array_equal(_column(rows, "x"), values.ravel())
+
+
+def test_a_growing_table_is_its_header_and_its_parts_rows():
+    """`csv_text(part, header=False)` is the text of the part's rows: a table written again as it grows (the
+    reproduction's trajectories.csv) keeps its earlier rows' text, and the file is the one written at once."""
+    first = {"name": ["a", "b"], "x": [0.1, 1 / 3]}
+    second = {"name": ["c"], "x": [-0.0]}
+    whole = {name: [*first[name], *second[name]] for name in first}
+    grown = results.csv_text(first) + results.csv_text(second, header=False)
+    assert grown == results.csv_text(whole) == "name,x\na,0.1\nb,0.3333333333333333\nc,-0.0\n"
 
 
 def test_prepare_folder_rejects_what_cannot_be_written(tmp_path):

@@ -29,6 +29,7 @@ import tempfile
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from flowsim._checks import InvalidInput
 from flowsim._interrupt import checking, ctrl_c_kept, interruption
@@ -39,7 +40,7 @@ from flowsim.commands.options import Command, Parser, check, output_options
 from flowsim.results import NotWritten
 from flowsim.tasks import TASKS
 
-__all__ = ["main"]
+__all__ = ["command", "executable", "main"]
 
 
 def _derive(args) -> int:
@@ -170,7 +171,7 @@ def _refuse_unrecognized(command_parser: argparse.ArgumentParser, command: str, 
 
 
 def command() -> int:
-    """The `flowsim` executable (and `python -m flowsim.cli`): `main` in a process of its own.
+    """What the `flowsim` executable runs (`executable`): `main` in a process of its own; returns the exit status.
 
     The process owns its devices, so its CPU is first split into one JAX device per core
     (`flowsim.devices.use_host_cores`; FLOWSIM_HOST_DEVICES=N for N): every batch then uses every core.
@@ -190,6 +191,27 @@ def command() -> int:
         print(f"flowsim: error: {error}", file=sys.stderr)
         return 2
     return main(own_process=True)
+
+
+def executable() -> NoReturn:
+    """The `flowsim` executable (and `python -m flowsim.cli`): `command()`, then the process ends at once.
+
+    When `command` returns, every file of the run is written and closed. What is left of an ordinary exit is
+    tearing the interpreter down: freeing its objects, JAX's backends and every compiled program, 0.7-1 s after a
+    run of many programs (BENCHMARKS.md), which the operating system does at once. So the process ends without
+    it (as mypy does), after what must still happen: a cluster's processes leave it together
+    (`jax.distributed.shutdown`, which JAX's own exit handler would call), and the standard streams are flushed.
+    An exception out of `command` (argparse's exit) exits as Python does.
+    """
+    status = command()
+    if "jax" in sys.modules:  # a run that started no JAX has no cluster to leave
+        import jax
+
+        jax.distributed.shutdown()  # a no-op outside a cluster
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()  # the executable's streams (`keep_printing_harmless`) outlive a reader gone
+    os._exit(status)
 
 
 def _figures_into_files() -> None:

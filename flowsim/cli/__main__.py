@@ -1,7 +1,5 @@
 """`python -m flowsim.cli`: the command line."""
 
-import sys
+from flowsim.cli import executable
 
-from flowsim.cli import command
-
-sys.exit(command())
+executable()

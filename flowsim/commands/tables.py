@@ -154,8 +154,8 @@ def verify_tables(report, task) -> tuple[dict, dict]:
     return table, attractors
 
 
-def experiment_tables(runs, task) -> tuple[dict, dict, dict]:
-    """(one row per experiment, the other attractors reached, every logged iterate) of `reproduce`."""
+def experiment_tables(runs, task) -> tuple[dict, dict]:
+    """(one row per experiment, the other attractors reached) of `reproduce`."""
     summary = {
         "experiment": [r.experiment.name for r in runs],
         "algorithm": [r.experiment.algorithm for r in runs],
@@ -182,18 +182,22 @@ def experiment_tables(runs, task) -> tuple[dict, dict, dict]:
         "count": [a.count for _, a in others],
         "share": np.array([a.share for _, a in others], dtype=float),
     }
+    return summary, attractors
+
+
+def experiment_trajectories(run, task) -> dict:
+    """Every logged iterate of one experiment of `reproduce` (and, for SGD, of its gradient flow): its rows of
+    trajectories.csv."""
     parts = []
-    for r in runs:
-        sources = [("run", r.ys, r.excess_risk)]
-        if r.ode_ys is not None:
-            sources.append(("flow", r.ode_ys, r.ode_excess_risk))
-        for source, m, excess in sources:
-            axes = [
-                {"experiment": [r.experiment.name], "source": [source]},
-                {"seed": np.arange(r.seeds)},
-                {"step": r.steps, "t": r.times, **({task.scheduled: r.scheduled_values} if task.scheduled else {})},
-            ]
-            values = {**state_columns(m[None], task.state_names), "excess_risk": excess[None]}
-            parts.append(results.long_table(axes, values))
-    trajectories = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
-    return summary, attractors, trajectories
+    sources = [("run", run.ys, run.excess_risk)]
+    if run.ode_ys is not None:
+        sources.append(("flow", run.ode_ys, run.ode_excess_risk))
+    for source, m, excess in sources:
+        axes = [
+            {"experiment": [run.experiment.name], "source": [source]},
+            {"seed": np.arange(run.seeds)},
+            {"step": run.steps, "t": run.times, **({task.scheduled: run.scheduled_values} if task.scheduled else {})},
+        ]
+        values = {**state_columns(m[None], task.state_names), "excess_risk": excess[None]}
+        parts.append(results.long_table(axes, values))
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}

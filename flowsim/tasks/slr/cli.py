@@ -30,11 +30,13 @@ from flowsim.commands.options import (
 from flowsim.commands.tables import (
     attractor_table,
     experiment_tables,
+    experiment_trajectories,
     format_table,
     sgd_table,
     state_columns,
 )
 from flowsim.compare import ATTRACTOR_TOL, REFERENCES
+from flowsim.results import csv_text
 from flowsim.schedules import InverseTimeDecay
 from flowsim.tasks import slr
 from flowsim.tasks.slr import _estimates
@@ -701,18 +703,22 @@ def _reproduce(args) -> int:
         parts.save(record, slr.experiment_figure(result), result.experiment.name)
 
     def write(result) -> None:
-        # Each experiment's files as soon as it is done, the tables rewritten with every finished one; its
-        # figure drawn in the background while the next experiment computes.
+        # Each experiment's files as soon as it is done, the tables rewritten with every finished one (the
+        # trajectories' earlier rows from their text, not formatted again); its figure drawn in the background
+        # while the next experiment computes.
         finished.append(result)
         record.phases[result.experiment.name] = result.seconds
         later(draw, result)
         parts.record_failures(record, result, f"{result.experiment.name}, seed")
-        summary, attractors, trajectories = experiment_tables(finished, chosen[0].task)
+        summary, attractors = experiment_tables(finished, task)
         record.write_csv("summary.csv", summary)
         record.write_csv("attractors.csv", attractors)
-        record.write_csv("trajectories.csv", trajectories)
+        trajectories = experiment_trajectories(result, task)
+        rows.append(csv_text(trajectories, header=not rows))  # the first experiment's text begins with the header
+        record.write_text("trajectories.csv", "".join(rows))
 
-    finished = []
+    task = chosen[0].task
+    finished, rows = [], []
     with parts.in_background() as later:
         runs = slr.reproduce(
             jax.random.key(args.seed),
