@@ -141,6 +141,24 @@ CLI_CASES = [
         "--learners, or leave --lr out",
     ),
     (
+        "sparse sweep --learners l1 --budgets 100",
+        2,
+        "flowsim sparse sweep: error: --budgets is read only for a trained learner (head, mlp or transformer): add "
+        "one to --learners, or leave --budgets out",
+    ),
+    (
+        "sparse sweep --budgets 1000 --max-steps 100",
+        2,
+        "flowsim sparse sweep: error: --max-steps is read only with a 'converged' budget of a trained learner: add "
+        "converged to --budgets (and a trained learner to --learners), or leave --max-steps out",
+    ),
+    (
+        "sparse sweep --mlp-span 4",
+        2,
+        "flowsim sparse sweep: error: --mlp-span is read only with the MLP: add mlp to --learners, or leave "
+        "--mlp-span out",
+    ),
+    (
         "sparse sweep --erm-trials {E}",
         2,
         "flowsim sparse sweep: error: this run would take about 1.9e+06 days "

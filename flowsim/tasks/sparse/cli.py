@@ -106,14 +106,22 @@ def _sweep_options(parser) -> None:
         "Adam 0.01 for the head and the MLP, AdamW 0.001 with weight decay 1e-4 for the Transformer)",
         POSITIVE,
     )
-    # The control is a solver run to its tolerance: no step size.
+    # The control is a solver run to its tolerance: no step size, no budget.
     read_only(
         parser,
-        ["--lr"],
+        ["--lr", "--budgets"],
         "for a trained learner (head, mlp or transformer)",
         "add one to --learners",
         lambda args: not set(args.learners) <= {"l1"},
     )
+    read_only(
+        parser,
+        ["--max-steps"],
+        "with a 'converged' budget of a trained learner",
+        "add converged to --budgets (and a trained learner to --learners)",
+        lambda args: "converged" in args.budgets and not set(args.learners) <= {"l1"},
+    )
+    read_only(parser, ["--mlp-span"], "with the MLP", "add mlp to --learners", lambda args: "mlp" in args.learners)
     option(parser, "--erm-trials", int, 200, "trials of the ERM identifiability per T", at_least(1))
     quick_option(parser, "a smoke run", Ts="16,64,256", mlp_Ts="16,32,64", transformer_Ts="16,32,64", seeds="4",
                  rounds="2")  # fmt: skip
