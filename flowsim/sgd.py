@@ -231,7 +231,7 @@ def run_logged(
     # Static: the segment's blocks and a chunk's steps (a training without bulk draws runs one step a chunk).
     layout = (blocks, _chunk_size(log_every, largest_chunk) if draws else 1, sharded)
     lengths = jnp.asarray([logs, log_every])
-    pieces, initial, stopped_at = [], None, -1
+    pieces, stopped_at = [], -1
     for first in range(0, logs, blocks):
         # The first segment always runs: it holds the start, which a stopped run keeps too.
         if first and stopped():
@@ -239,13 +239,15 @@ def run_logged(
             break
         carry, logged = programs.segment(shared, per_seed, carry, jnp.asarray(first), lengths, config, layout)
         jax.block_until_ready(carry)  # one segment at a time: the next check comes after this one ran
-        initial = [values[:, 0] for values in logged] if initial is None else initial
-        pieces.append([values[:, 1:] for values in logged])
+        pieces.append(logged)
+    # A segment logs the carry it was given first (the start, or the previous segment's last log), then its blocks':
+    # the logs kept are picked once here, not sliced segment by segment (host work between two segments).
+    own = np.arange(len(pieces) * (blocks + 1)).reshape(-1, blocks + 1)[:, 1:].ravel()
+    keep = np.concatenate([[0], own])[: logs + 1]
     seeds = carry[1].shape[0]
     series = []
-    for i, first_log in enumerate(initial):
-        parts = [first_log[:, None], *(piece[i] for piece in pieces)]
-        logged = jnp.concatenate(parts, axis=1)[:, : logs + 1]
+    for values in zip(*pieces, strict=True):
+        logged = jnp.concatenate(values, axis=1)[:, keep]
         missing = logs + 1 - logged.shape[1]  # stopped: the logs it did not reach are NaN
         if missing:
             logged = jnp.concatenate([logged, jnp.full((seeds, missing, *logged.shape[2:]), jnp.nan)], axis=1)
