@@ -483,6 +483,29 @@ def test_the_executable_flushes_its_streams_and_ends_with_the_commands_status(mo
     assert [streams[name].buffer.getvalue() for name in ("stdout", "stderr")] == [b"the last table", b"a note"]
 
 
+@pytest.mark.parametrize(("code", "status", "said"), [(None, 0, ""), (2, 2, ""), ("a message", 1, "a message\n")])
+def test_the_executable_ends_an_exit_of_argparse_with_pythons_status(monkeypatch, capsys, code, status, said):
+    """`--help` and a usage error (argparse's SystemExit) end the process as a run does, without the teardown, with
+    the status Python would give: no code 0, a number itself, anything else printed on stderr with 1."""
+    import flowsim.cli
+
+    class Ended(Exception):
+        pass
+
+    def end(status):
+        raise Ended(status)
+
+    def exits():
+        raise SystemExit(code)
+
+    monkeypatch.setattr(flowsim.cli, "command", exits)
+    monkeypatch.setattr(flowsim.cli.os, "_exit", end)
+    with pytest.raises(Ended) as ended:
+        flowsim.cli.executable()
+    assert ended.value.args == (status,)
+    assert capsys.readouterr().err == said
+
+
 def test_a_reader_that_stops_early_does_not_end_the_run(tmp_path, monkeypatch):
     """`flowsim sgd | head -1`: the pipe's reader is gone before the run prints; the run goes on to exit 0, every file
     written (a print into the closed pipe used to end it as an internal error, its figures unwritten)."""

@@ -201,9 +201,16 @@ def executable() -> NoReturn:
     run of many programs (BENCHMARKS.md), which the operating system does at once. So the process ends without
     it (as mypy does), after what must still happen: a cluster's processes leave it together
     (`jax.distributed.shutdown`, which JAX's own exit handler would call), and the standard streams are flushed.
-    An exception out of `command` (argparse's exit) exits as Python does.
+    argparse's exit (`--help`, a usage error) ends the process so too, with the status Python would give it; any
+    other exception out of `command` exits as Python does.
     """
-    status = command()
+    try:
+        status = command()
+    except SystemExit as stop:  # as Python exits: no code is 0, a number is the status, anything else is said, with 1
+        status = 0 if stop.code is None else stop.code
+        if not isinstance(status, int):
+            print(status, file=sys.stderr)
+            status = 1
     if "jax" in sys.modules:  # a run that started no JAX has no cluster to leave
         import jax
 
