@@ -455,7 +455,21 @@ def test_the_executable_keeps_jaxs_standard_promotion(tmp_path, monkeypatch):
     assert _record(tmp_path)["status"] == "ok"
 
 
-def test_the_executable_flushes_its_streams_and_ends_with_the_commands_status(monkeypatch):
+class _Ended(Exception):
+    """Raised by `os._exit` in the tests of `executable` (`ending`), with the process's status."""
+
+
+@pytest.fixture
+def ending(monkeypatch):
+    """`os._exit` raising `_Ended(status)` instead of ending the test's process."""
+
+    def end(status):
+        raise _Ended(status)
+
+    monkeypatch.setattr(os, "_exit", end)
+
+
+def test_the_executable_flushes_its_streams_and_ends_with_the_commands_status(monkeypatch, ending):
     """`executable` ends the process without tearing the interpreter down (`os._exit`): what the command printed into
     buffered streams is flushed first, and the process's status is the command's."""
     import flowsim.cli
@@ -469,38 +483,24 @@ def test_the_executable_flushes_its_streams_and_ends_with_the_commands_status(mo
         print("a note", end="", file=sys.stderr)
         return 7
 
-    class Ended(Exception):
-        pass
-
-    def end(status):
-        raise Ended(status)
-
     monkeypatch.setattr(flowsim.cli, "command", run)
-    monkeypatch.setattr(flowsim.cli.os, "_exit", end)
-    with pytest.raises(Ended) as ended:
+    with pytest.raises(_Ended) as ended:
         flowsim.cli.executable()
     assert ended.value.args == (7,)
     assert [streams[name].buffer.getvalue() for name in ("stdout", "stderr")] == [b"the last table", b"a note"]
 
 
 @pytest.mark.parametrize(("code", "status", "said"), [(None, 0, ""), (2, 2, ""), ("a message", 1, "a message\n")])
-def test_the_executable_ends_an_exit_of_argparse_with_pythons_status(monkeypatch, capsys, code, status, said):
+def test_the_executable_ends_an_exit_of_argparse_with_pythons_status(monkeypatch, capsys, ending, code, status, said):
     """`--help` and a usage error (argparse's SystemExit) end the process as a run does, without the teardown, with
     the status Python would give: no code 0, a number itself, anything else printed on stderr with 1."""
     import flowsim.cli
-
-    class Ended(Exception):
-        pass
-
-    def end(status):
-        raise Ended(status)
 
     def exits():
         raise SystemExit(code)
 
     monkeypatch.setattr(flowsim.cli, "command", exits)
-    monkeypatch.setattr(flowsim.cli.os, "_exit", end)
-    with pytest.raises(Ended) as ended:
+    with pytest.raises(_Ended) as ended:
         flowsim.cli.executable()
     assert ended.value.args == (status,)
     assert capsys.readouterr().err == said
