@@ -211,10 +211,9 @@ def executable() -> NoReturn:
         if not isinstance(status, int):
             print(status, file=sys.stderr)
             status = 1
-    if "jax" in sys.modules:  # a run that started no JAX has no cluster to leave
-        import jax
+    import jax  # imported with flowsim already
 
-        jax.distributed.shutdown()  # a no-op outside a cluster
+    jax.distributed.shutdown()  # a cluster's processes leave it together; a no-op outside a cluster
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
             stream.flush()  # the executable's streams (`keep_printing_harmless`) outlive a reader gone
