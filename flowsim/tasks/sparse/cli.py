@@ -37,6 +37,11 @@ def _budgets(text: str) -> tuple:
     return tuple(part if part == "converged" else int(part) for part in parts_)
 
 
+def _trains(args) -> bool:
+    """Whether the sweep trains a learner (a step size, budgets), not only the l1 control (a solver to tolerance)."""
+    return not set(args.learners) <= {"l1"}
+
+
 def _sweep_options(parser) -> None:
     option(
         parser,
@@ -112,14 +117,14 @@ def _sweep_options(parser) -> None:
         ["--lr", "--budgets"],
         "for a trained learner (head, mlp or transformer)",
         "add one to --learners",
-        lambda args: not set(args.learners) <= {"l1"},
+        _trains,
     )
     read_only(
         parser,
         ["--max-steps"],
         "with a 'converged' budget of a trained learner",
         "add converged to --budgets (and a trained learner to --learners)",
-        lambda args: "converged" in args.budgets and not set(args.learners) <= {"l1"},
+        lambda args: "converged" in args.budgets and _trains(args),
     )
     read_only(parser, ["--mlp-span"], "with the MLP", "add mlp to --learners", lambda args: "mlp" in args.learners)
     option(parser, "--erm-trials", int, 200, "trials of the ERM identifiability per T", at_least(1))
