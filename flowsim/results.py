@@ -17,7 +17,6 @@ import json
 import math
 import os
 import platform
-import string
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ import numpy as np
 
 from flowsim._checks import InvalidInput
 from flowsim._interrupt import raise_if_ctrl_c
+from flowsim._runfolder import SCHEMA, UNIT_CHARACTERS, UNITS, delete_run, digest, earlier_run, unchanged
 from flowsim._stored import load_unit, unit_bytes
 
 if TYPE_CHECKING:
@@ -56,15 +56,6 @@ __all__ = [
     "write_text",
 ]
 
-#: The mark of a run record that flowsim wrote (its "schema" field): only such a folder is replaced or resumed.
-SCHEMA = "flowsim run record 2"
-
-#: The folder of a run's finished units (`RunRecord.unit`).
-UNITS = "units"
-
-#: The characters of a stored unit's name (`RunRecord.unit`, `unit_name`): safe in a file's name on every file system.
-UNIT_CHARACTERS = frozenset(string.ascii_letters + string.digits + "-_=.")
-
 #: The parameters a resumed run may change: where and how it reports, not what it computes.
 NOT_COMPARED = ("out", "progress", "replace", "resume", "yes")
 
@@ -83,19 +74,6 @@ COMPUTING = ("jax", "jaxlib", "diffrax", "equinox", "optimistix", "lineax", "opt
 # owner only; results get the permissions an ordinary open() would give them.
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
-
-
-def earlier_run(folder) -> dict | None:
-    """The record (run.json) of the flowsim run that wrote `folder`, or None if it holds none.
-
-    A record is flowsim's when its "schema" field is `SCHEMA`; a run.json of any other program (or of a
-    flowsim too old to mark its records) is not, and such a folder is never deleted nor resumed.
-    """
-    try:
-        record = json.loads((Path(folder) / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) and record.get("schema") == SCHEMA else None
 
 
 def describe_run(record: dict) -> str:
@@ -142,37 +120,22 @@ def _windows_process_exists(pid: int, kernel32, ctypes) -> bool:
         kernel32.CloseHandle(handle)
 
 
-def _written_by(folder: Path, record: dict) -> tuple[set[Path], list[Path]]:
-    """The paths in `folder` that the run of `record` wrote (its files, run.json, their folders, temporary
-    files it left), and the others: what a user put there."""
-    ours = {folder / "run.json"}
-    for name in record.get("files", []):
-        path = folder / str(name)
-        ours.add(path)
-        ours.update(parent for parent in path.parents if folder in parent.parents)
-    others = []
-    for path in sorted(folder.rglob("*")):
-        if path in ours or (path.name.startswith(".") and path.name.endswith(".part")):
-            continue
-        if not any(parent in others for parent in path.parents):
-            others.append(path)
-    return ours, others
-
-
 def prepare_folder(path, *, replace: bool = False, resume: bool = False) -> Path:
     """Make `path` a folder that can be written, before any computation: new, empty, or an earlier run's.
 
     A folder never mixes two runs: an existing folder must be empty, or hold an earlier flowsim run
     (its run.json, marked as flowsim's) and either `replace` be given, which deletes exactly the files
-    that run recorded, or `resume`, which keeps them (`RunRecord` checks that the run is the same). A
-    folder holding anything flowsim did not write is never deleted: `replace` refuses it. Checked before
-    computing, so that a run never computes for minutes to fail on writing.
+    that run recorded, or `resume`, which keeps them (`RunRecord` checks that the run is the same). Nothing
+    flowsim did not write is ever deleted: `replace` refuses a folder that holds anything else, a record that
+    names a file outside the folder, and a file changed since flowsim wrote it (its SHA-256 in run.json), before
+    deleting anything (`flowsim._runfolder.delete_run`). Checked before computing, so that a run never computes
+    for minutes to fail on writing.
 
     **Arguments:**
 
     - `path`: the folder (created with its parents if needed).
     - `replace`: delete the earlier flowsim run found there.
-    - `resume`: keep the earlier flowsim run found there, to be continued.
+    - `resume`: keep the earlier flowsim run found there, to be continued (not with `replace`).
 
     **Returns:** the folder as a `Path`.
 
@@ -197,6 +160,11 @@ def _usable(folder: Path):
 
 
 def _prepare_folder(folder: Path, replace: bool, resume: bool) -> Path:
+    if replace and resume:
+        raise InvalidInput(
+            "--resume and --replace (resume=True, replace=True) contradict each other: --resume continues the earlier "
+            "run in the folder, --replace deletes it first; give one of them"
+        )
     if folder.exists() and not folder.is_dir():
         raise InvalidInput(f"cannot write results into {folder}: it is a file (results need a folder)")
     entries = sorted(folder.iterdir()) if folder.is_dir() else []
@@ -214,27 +182,7 @@ def _prepare_folder(folder: Path, replace: bool, resume: bool) -> Path:
                 "continue it, or --replace (replace=True) to delete it first (a folder never mixes two runs)"
             )
         if replace:
-            ours, others = _written_by(folder, earlier)
-            if others:
-                shown = ", ".join(str(path.relative_to(folder)) for path in others[:3])
-                raise InvalidInput(
-                    f"cannot replace the earlier run in {folder}: it also holds what flowsim did not write "
-                    f"({shown}{', ...' if len(others) > 3 else ''}); move those away or give another folder"
-                )
-            try:
-                for path in sorted(ours, key=lambda p: len(p.parts), reverse=True):  # files, then their folders
-                    if path.is_dir() and not path.is_symlink():
-                        with contextlib.suppress(OSError):
-                            path.rmdir()
-                    elif path.exists() or path.is_symlink():
-                        path.unlink()
-                for leftover in folder.rglob(".*.part"):
-                    leftover.unlink()
-            except OSError as error:
-                raise InvalidInput(
-                    f"cannot replace the earlier run in {folder}: deleting {error.filename} failed ({error.strerror}); "
-                    "the files deleted before it are gone, the others kept"
-                ) from None
+            delete_run(folder, earlier)
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=folder):
         pass
@@ -441,15 +389,24 @@ def flowsim_source() -> str:
     package and a checkout beside it, and what they derive is in the package (`_generated*.py`).
     """
     package = Path(__file__).resolve().parent
-    digest = hashlib.sha256()
+    source = hashlib.sha256()
     # In the order of their paths as POSIX text, and their line ends as "\n", on every system: a checkout on Windows
     # may hold "\r\n" where the installed wheel holds "\n".
     modules = {path.relative_to(package).as_posix(): path for path in package.rglob("*.py")}
     for name in sorted(modules):
         if name.split("/")[0] != "derivations":
             text = modules[name].read_bytes().replace(b"\r\n", b"\n")
-            digest.update(name.encode() + b"\0" + text + b"\0")
-    return digest.hexdigest()
+            source.update(name.encode() + b"\0" + text + b"\0")
+    return source.hexdigest()
+
+
+def _loads(path: Path) -> bool:
+    """Whether the unit stored at `path` reads back."""
+    try:
+        load_unit(path)
+    except Exception:  # a damaged file fails in many ways (zip, JSON, a class that is not flowsim's)
+        return False
+    return True
 
 
 def _jsonable(value):
@@ -504,8 +461,9 @@ class RunRecord:
     - `replace`: delete an earlier flowsim run in `folder` first (exactly the files it recorded).
     - `resume`: continue the earlier run in `folder`: the same command with the same parameters
       (`NOT_COMPARED` aside), seed and `inputs`, run by the same software (`flowsim_source` and the `COMPUTING`
-      versions), else `InvalidInput` naming what differs. Its finished
-      units (`unit`) are read back instead of computed again; its other files are written anew.
+      versions), else `InvalidInput` naming what differs. Its finished units (`unit`) that are still what flowsim
+      wrote (their SHA-256 in run.json) are read back instead of computed again, the others computed again
+      (`damaged`); its other files stay listed until written anew.
     - `inputs`: what the run read beyond its parameters that decides its results (e.g. a researcher's
       own attention map), as the SHA-256 of its contents (None where there is no file)
       by the name the parameters give it: run.json keeps them, so that a run resumed after an edit is
@@ -532,18 +490,18 @@ class RunRecord:
         self.parameters = dict(parameters)
         self.seed = seed
         self.inputs = dict(inputs or {})
-        earlier = earlier_run(folder) if resume else None
+        self.folder = prepare_folder(folder, replace=replace, resume=resume)  # with `resume`, deletes nothing
+        earlier = earlier_run(self.folder) if resume else None
         if earlier is not None:
-            self._check_same_run(Path(folder), earlier)
-        self.folder = prepare_folder(folder, replace=replace, resume=resume)
+            self._check_same_run(self.folder, earlier)
         self.started = datetime.datetime.now(datetime.UTC)
-        # A resumed run keeps the units it finished (their files stay until this run rewrites the record).
-        units = [
-            str(name) for name in (earlier or {}).get("units", []) if (self.folder / UNITS / f"{name}.npz").exists()
-        ]
-        self.files: list[str] = [f"{UNITS}/{name}.npz" for name in units]
-        self.units: list[str] = units
-        self.resumed = len(units) if earlier is not None else None
+        self.files: list[str] = []
+        self.digests: dict[str, str] = {}  # the SHA-256 of each file as written: what `replace` may delete
+        self.units: list[str] = []
+        self.damaged: list[str] = []  # a resumed run's units that are no longer what flowsim wrote: computed again
+        if earlier is not None:
+            self._keep(earlier)
+        self.resumed = len(self.units) if earlier is not None else None
         self.phases: dict[str, float] = {}
         self.failures: list[dict] = []
         self.summary: dict = {}
@@ -553,6 +511,25 @@ class RunRecord:
         self._clock = time.perf_counter()
         self._environment = environment()
         self._write_record("running")
+
+    def _keep(self, earlier: dict) -> None:
+        """Take over the files of the earlier run being resumed that are still what flowsim wrote (so that the record
+        lists every file of the folder that flowsim wrote, whenever this run stops), and its finished units that
+        are; a unit changed since (damaged, or another's file) is left to be computed again, and said so."""
+        units = {f"{UNITS}/{name}.npz": name for name in earlier["units"]}
+        for name in earlier["files"]:
+            sound = unchanged(self.folder, earlier, name)
+            if sound is None and name in units:  # a unit of an earlier flowsim, which recorded no digests
+                sound = _loads(self.folder / name)
+            if sound is None and (self.folder / name).is_file():
+                self.files.append(name)  # kept, but not vouched for: `replace` will refuse it
+            elif sound:
+                self.files.append(name)
+                self.digests[name] = digest(self.folder / name)
+                if name in units:
+                    self.units.append(units[name])
+            elif name in units and (self.folder / name).exists():
+                self.damaged.append(name)
 
     def _check_same_run(self, folder: Path, earlier: dict) -> None:
         """`InvalidInput` unless the earlier run in `folder` is this run: same command, parameters, seed and inputs."""
@@ -572,8 +549,8 @@ class RunRecord:
             )
         self._check_same_software(folder, earlier.get("environment", {}))
         recorded = earlier.get("inputs", {})
-        for name, digest in self.inputs.items():
-            why = _digest_change(recorded, name, digest, f"the contents of {name}", name)
+        for name, contents in self.inputs.items():
+            why = _digest_change(recorded, name, contents, f"the contents of {name}", name)
             if why is not None:
                 raise InvalidInput(
                     f"cannot resume the run in {folder}: {why}: resume with the file as that run read it, or give "
@@ -666,6 +643,7 @@ class RunRecord:
             name = path.relative_to(self.folder).as_posix()
             if name not in self.files:
                 self.files.append(name)
+            self.digests[name] = digest(path)
         self._write_record("running")
 
     def write_text(self, name: str, text: str) -> Path:
@@ -734,6 +712,7 @@ class RunRecord:
             "started": self.started.isoformat(timespec="seconds").replace("+00:00", "Z"),
             "durations_s": {"total": self.elapsed, "phases": self.phases},
             "files": self.files,
+            "digests": self.digests,
             "units": self.units,
             **({} if self.resumed is None else {"resumed_units": self.resumed}),
             "pid": os.getpid(),

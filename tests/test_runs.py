@@ -358,10 +358,10 @@ def test_a_units_name_is_safe_in_every_file_system(tmp_path):
 def test_a_replacement_that_cannot_delete_names_the_file(tmp_path, monkeypatch):
     """A file of the earlier run that the file system will not delete: invalid input naming it, not an internal
     error (nor the "cannot write results" of a folder that cannot be looked into)."""
-    record = {"schema": results.SCHEMA, "command": "flowsim flow", "status": "ok", "files": ["a.csv", "b.csv"]}
-    (tmp_path / "run.json").write_text(json.dumps(record))
-    for name in record["files"]:
-        (tmp_path / name).write_text("x\n1\n")
+    record = results.RunRecord(tmp_path, "flowsim flow", {}, log=None)
+    for name in ("a.csv", "b.csv"):
+        record.write_text(name, "x\n1\n")
+    record.finish()
 
     def refused(path, missing_ok=False):
         raise PermissionError(13, "Permission denied", str(path))

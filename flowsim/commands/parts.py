@@ -53,6 +53,8 @@ def record(args, inputs: Mapping[str, str | None] | None = None) -> results.RunR
         inputs=inputs,
     )
     starting()  # the estimate of the run, held until its folder is made (`flowsim.commands.options.estimated`)
+    for name in args.record.damaged:
+        print(f"{name} is no longer what flowsim wrote (damaged, or another file): computed again", file=sys.stderr)
     if args.record.resumed:
         resumed = f"Resuming the run in {args.record.folder}: {args.record.resumed} finished units read back"
         print(resumed, file=sys.stderr)
