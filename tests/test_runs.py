@@ -489,3 +489,6 @@ def test_an_interrupted_command_resumes_to_the_uninterrupted_tables(name, tmp_pa
     assert main([*arguments.split(), "--out", str(tmp_path / "whole")]) == 0
     for table in tables:
         assert (resumed / table).read_bytes() == (tmp_path / "whole" / table).read_bytes(), table
+    # Every file the interrupted and the resumed runs wrote is listed: the folder is replaced whole, not refused.
+    results.prepare_folder(resumed, replace=True)
+    assert list(resumed.iterdir()) == []
