@@ -1,7 +1,10 @@
 """Regenerate the README's figures (docs/figures/*.png) with the command line, at the paper's defaults, and the figures
 of measurements too long to repeat here from their stored runs (docs/data).
 
-Usage: python docs/make_figures.py   (about a minute on 2 CPU cores)
+Usage: python docs/make_figures.py [NAME ...]   (all of them: about a minute on 2 CPU cores)
+
+NAME: a figure's name in docs/figures (phase_portrait, sgd_sphere_schedule, compare, sparse_transformer): only those
+are drawn again.
 """
 
 import shutil
@@ -24,10 +27,16 @@ DATA = Path(__file__).resolve().parent / "data"
 SWEEPS = {"sparse_transformer": "sparse-transformer-h200"}
 
 
-def make_figures() -> None:
+def make_figures(names: list[str] | None = None) -> None:
+    """Draw the figures `names` (all of them if None) into docs/figures."""
+    unknown = sorted(set(names or ()) - RUNS.keys() - SWEEPS.keys())
+    if unknown:
+        sys.exit(f"no figure named {', '.join(unknown)}: choose from {', '.join([*RUNS, *SWEEPS])}")
     FIGURES.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         for name, (command, png) in RUNS.items():
+            if names and name not in names:
+                continue
             out = Path(scratch) / name
             status = main([*command.split(), "--out", str(out), "--no-progress"])
             if status != 0:
@@ -35,10 +44,12 @@ def make_figures() -> None:
             shutil.copyfile(out / png, FIGURES / f"{name}.png")
             print(f"wrote {FIGURES / name}.png")
     for name, folder in SWEEPS.items():
+        if names and name not in names:
+            continue
         runs = sorted(path for path in (DATA / folder).iterdir() if path.is_dir())
         sparse.sweep_figure(sparse.read_sweep(*runs)).savefig(FIGURES / f"{name}.png", dpi=110)
         print(f"wrote {FIGURES / name}.png")
 
 
 if __name__ == "__main__":
-    make_figures()
+    make_figures(sys.argv[1:])

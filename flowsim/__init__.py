@@ -6,6 +6,9 @@ first one is re-exported as `flowsim.slr`. Importing flowsim enables float64 in 
 (see `flowsim._config`).
 """
 
+# First, before JAX: a signal while the `flowsim` executable starts ends it in one line (`flowsim._startup`).
+from flowsim import _startup  # noqa: F401  # isort: skip
+
 from flowsim import (
     _checkout,
     _config,  # noqa: F401  (float64 before anything is traced)

@@ -23,10 +23,14 @@ __all__ = [
     "at_least",
     "check_choice",
     "check_count",
+    "check_entries",
     "check_positive",
     "check_shape",
     "concrete",
     "python_scalar",
+    "subnormal_note",
+    "wrong_shape",
+    "zeros_and_ones",
 ]
 
 
@@ -73,10 +77,7 @@ class Allowed:
         if not ok:
             raise InvalidInput(f"{name} must be {self.text}, got {value!r}")
         if not self.integer and _subnormal(number):
-            raise InvalidInput(
-                f"{name} must be {self.text}, got {value!r}: a subnormal number, which flowsim's compiled programs "
-                f"read as 0 (the smallest normal float64 is {sys.float_info.min:.4g})"
-            )
+            raise InvalidInput(f"{name} must be {self.text}, got {value!r}: {subnormal_note(number)}")
         return number
 
     def admits(self, number) -> bool:
@@ -87,6 +88,17 @@ class Allowed:
 def _subnormal(number: float) -> bool:
     # XLA's CPU programs flush subnormal numbers to zero: such a step size or time would be 0 there.
     return 0 < abs(number) < sys.float_info.min
+
+
+def subnormal_note(number: float) -> str:
+    """Why a subnormal number is refused ("a subnormal number, which ..."), the one wording of every such refusal;
+    "" for any other number."""
+    if not _subnormal(number):
+        return ""
+    return (
+        "a subnormal number, which flowsim's compiled programs read as 0 (the smallest normal float64 is "
+        f"{sys.float_info.min:.4g})"
+    )
 
 
 def at_least(minimum: int) -> Allowed:
@@ -124,18 +136,57 @@ def check_choice(name: str, value, allowed: tuple):
 
 
 def as_floats(name: str, value) -> np.ndarray:
-    """`value` as a float64 array, else `InvalidInput` naming it (instead of NumPy's "could not convert")."""
+    """`value` as a float64 array, else `InvalidInput` naming it (instead of NumPy's "could not convert", or its
+    warning as it drops the imaginary part of complex numbers)."""
     try:
-        return np.asarray(value, dtype=float)
+        array = np.asarray(value)
+        if not np.iscomplexobj(array):
+            return array.astype(float, copy=False)
     except (TypeError, ValueError):
         raise InvalidInput(f"{name} must be an array of numbers, got {value!r}") from None
+    raise InvalidInput(f"{name} must hold real numbers, got complex ones ({array.dtype})")
+
+
+def check_entries(name: str, value, allowed: str = "finite numbers", accepts: Callable = np.isfinite):
+    """`value` as an array of real numbers, if `accepts` (vectorised) holds for each entry (default: finite), else
+    `InvalidInput` "{name} must hold {allowed}, got {entry} at index {index}": the check of an array argument at a
+    public function's boundary.
+
+    A NumPy or JAX array of real numbers is returned as it is (its dtype kept), anything else as float64
+    (`as_floats`). A traced value passes unchecked: it was checked where it was concrete, and flowsim's compiled
+    programs that call a public function on tracers pay nothing for its checks.
+    """
+    if isinstance(value, jax.core.Tracer):
+        return value
+    real = isinstance(value, np.ndarray | jax.Array) and (
+        value.dtype == bool or jax.numpy.issubdtype(value.dtype, jax.numpy.integer)
+        or jax.numpy.issubdtype(value.dtype, jax.numpy.floating)
+    )  # fmt: skip
+    array = value if real else as_floats(name, value)
+    host = np.asarray(array)  # a JAX array's one copy to the host
+    bad = ~accepts(host)
+    if bad.any():
+        where = np.unravel_index(np.argmax(bad), host.shape)
+        at = f" at index {tuple(int(i) for i in where)}" if host.ndim else ""
+        raise InvalidInput(f"{name} must hold {allowed}, got {host[where]}{at}")
+    return array
+
+
+def zeros_and_ones(array: np.ndarray) -> np.ndarray:
+    """Which entries are 0 or 1 (booleans included): the `accepts` of `check_entries` for labels and outcomes."""
+    return (array == 0) | (array == 1)
+
+
+def wrong_shape(name: str, wanted: str, shape) -> InvalidInput:
+    """The refusal of an array of the wrong shape: "{name} must have shape {wanted}, got {shape}"."""
+    return InvalidInput(f"{name} must have shape {wanted}, got {tuple(shape)}")
 
 
 def check_shape(name: str, value, shape: tuple[int, ...], meaning: str = "") -> np.ndarray:
     """`value` as a float64 array, if it has `shape`, else ValueError naming it (`meaning`: how to read the shape)."""
     array = as_floats(name, value)
     if array.shape != shape:
-        raise InvalidInput(f"{name} must have shape {meaning or ''}{shape}, got {array.shape}")
+        raise wrong_shape(name, f"{meaning}{shape}", array.shape)
     return array
 
 

@@ -17,13 +17,18 @@ default action would end the process at once (`TERMINATING`).
 import concurrent.futures
 import contextlib
 import contextvars
+import select
 import signal
+import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import jax
 from jax._src import config as _jax_config  # JAX's per-thread settings (`THREAD_SETTINGS`)
+
+from flowsim._startup import TERMINATING
 
 __all__ = [
     "TERMINATING",
@@ -46,8 +51,6 @@ _REPORTED = threading.Event()
 #: collector's callback, which Python reports as "Exception ignored" and drops: JAX registers one); raised again by
 #: `raise_if_ctrl_c`.
 _PENDING = threading.Event()
-#: The signals that end a process by default and that the executable handles as Ctrl-C (where the platform has them).
-TERMINATING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 #: The signals that stop a computation: SIGINT (Ctrl-C), and `TERMINATING` within the command line's `ctrl_c_kept`.
 _SIGNALS = contextvars.ContextVar("flowsim_stop_signals", default=(signal.SIGINT,))
 #: The last of them received (SIGINT until one is): what `interruption` names.
@@ -104,8 +107,49 @@ def _handling(signals, handler) -> Iterator[None]:
             signal.signal(signum, handler_before)
 
 
+#: How long the main thread has to take a signal up in `ctrl_c_kept(on_unheard=...)`: Python runs a handler between
+#: two of its instructions, so not while the main thread waits in compiled code (an XLA compilation, a computation
+#: not run by `run_interruptibly`), which can last seconds or minutes.
+UNHEARD_SECONDS = 1.0
+#: Set by the handlers of `ctrl_c_kept` and `ctrl_c_stops` as they run: a signal taken up by the main thread.
+_HEARD = threading.Event()
+
+
 @contextlib.contextmanager
-def ctrl_c_kept(terminate: bool = False) -> Iterator[None]:
+def _unheard(signals, on_unheard) -> Iterator[None]:
+    """Within (in the main thread): a thread learns of each of `signals` at once (Python's wakeup descriptor, written
+    as the signal arrives, whatever the main thread does) and, if no handler has taken it up `UNHEARD_SECONDS` later,
+    calls `on_unheard(signum)`, which must end the process."""
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            if not select.select([reader], [], [], 0.2)[0]:
+                continue
+            received = [signum for signum in reader.recv(64) if signum in signals]
+            if received and not _HEARD.wait(UNHEARD_SECONDS) and not done.is_set():
+                _RECEIVED[0] = received[0]
+                on_unheard(received[0])
+            _HEARD.clear()
+
+    _HEARD.clear()
+    watcher = threading.Thread(target=watch, name="flowsim-signals", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        signal.set_wakeup_fd(previous)
+        watcher.join()
+        reader.close()
+        writer.close()
+
+
+@contextlib.contextmanager
+def ctrl_c_kept(terminate: bool = False, on_unheard=None) -> Iterator[None]:
     """Within (a command's run, in the main thread): Ctrl-C raises KeyboardInterrupt as usual and is also
     remembered, so that one raised where Python drops exceptions (a garbage collector's callback) is raised again
     at the next `raise_if_ctrl_c` (before each unit of work of a run), instead of being lost.
@@ -114,15 +158,22 @@ def ctrl_c_kept(terminate: bool = False) -> Iterator[None]:
     and a user who pressed Ctrl-C should read that the run stopped, not a traceback. Other dropped exceptions are
     reported as before.
 
-    **Arguments:** `terminate`, whether the `TERMINATING` signals are handled as Ctrl-C within, by this block and the
-    computations' `ctrl_c_stops` (the `flowsim` executable, which owns its process; a program calling flowsim keeps
-    its own).
+    **Arguments:**
+
+    - `terminate`: whether the `TERMINATING` signals are handled as Ctrl-C within, by this block and the
+      computations' `ctrl_c_stops` (the `flowsim` executable, which owns its process; a program calling flowsim
+      keeps its own).
+    - `on_unheard`: if given, called with the signal's number, from another thread, where the main thread has not
+      taken a signal up within `UNHEARD_SECONDS` (it waits in compiled code): it must end the process (the
+      executable's, which keeps what it had computed and ends), which would otherwise stop only when that code
+      returns.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
+        _HEARD.set()
         if signum != signal.SIGINT and _RECEIVED[0] != signal.SIGINT:
             return  # a repeated SIGTERM or SIGHUP (a hangup can send two): the run is stopping, writing what it had
         _RECEIVED[0] = signum
@@ -141,7 +192,7 @@ def ctrl_c_kept(terminate: bool = False) -> Iterator[None]:
     token = _SIGNALS.set(signals)
     sys.unraisablehook = unraisable
     try:
-        with _handling(signals, handler):
+        with _handling(signals, handler), _unheard(signals, on_unheard) if on_unheard else contextlib.nullcontext():
             yield
     finally:
         sys.unraisablehook = previous_hook
@@ -168,6 +219,7 @@ def ctrl_c_stops() -> Iterator[None]:
         return
 
     def handler(signum, frame):
+        _HEARD.set()
         if _STOP.is_set():
             if signum == signal.SIGINT:
                 signal.default_int_handler(signum, frame)  # the second Ctrl-C: KeyboardInterrupt
@@ -175,6 +227,9 @@ def ctrl_c_stops() -> Iterator[None]:
         _RECEIVED[0] = signum
         _STOP.set()
 
+    # A Ctrl-C that `ctrl_c_kept` saw dropped (in a garbage collector's callback) since the last look is honoured
+    # before the computation starts: it would otherwise be lost where no unit of work follows (`raise_if_ctrl_c`).
+    raise_if_ctrl_c()
     _STOP.clear()
     _REPORTED.clear()
     # Abandoned (a second Ctrl-C, an error), the block leaves the flag set, so that a computation still
@@ -249,11 +304,16 @@ def _set_here(setting, value) -> Iterator[None]:
             hook(None if previous is _jax_config.config_ext.unset else previous)
 
 
-def run_interruptibly(function, *args):
+def run_interruptibly(function, *args, patience: float | None = None):
     """Run `function(*args)` to completion (its outputs ready) in a worker thread, within `ctrl_c_stops`.
 
     The main thread waits in short slices, so that Python runs the Ctrl-C handler at once and the
     computation sees the flag at its next check (`stopped`, between two of its compiled segments).
+
+    **Arguments:** `patience`, if given: how many seconds after Ctrl-C the computation may take to end; one still
+    running then (compiling its program, which nothing interrupts, for seconds or minutes) is abandoned, its outputs
+    None. For a computation whose caller keeps what came before it (a solve's call), not one that holds its own
+    partial results (an SGD run's segments).
 
     **Returns:** (outputs, interrupted): whether Ctrl-C asked the computation to stop early.
     """
@@ -262,10 +322,16 @@ def run_interruptibly(function, *args):
     try:
         computation = _as_called_here(function)
         future = pool.submit(lambda: jax.block_until_ready(computation(*args)))
+        asked = None  # when the computation was first seen asked to stop
         while True:
             try:
                 outputs = future.result(timeout=0.1)
             except concurrent.futures.TimeoutError:
+                if patience is not None and _STOP.is_set():
+                    asked = time.monotonic() if asked is None else asked
+                    if time.monotonic() - asked > patience:
+                        _REPORTED.set()  # the caller raises `Interrupted` with what it had before
+                        return None, True
                 continue
             interrupted = stopped()
             if interrupted:

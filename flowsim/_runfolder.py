@@ -171,7 +171,7 @@ def delete_run(folder: Path, record: dict) -> None:
     ours = {folder / "run.json", *(folder / name for name in listed)}
     folders = {parent for path in ours for parent in path.parents if folder in parent.parents}
     leftovers, others = set(), []
-    for path in _entries(folder):
+    for path in _entries(folder, folders):
         if path in ours:
             continue
         if _LEFTOVER.fullmatch(path.name) and stat.S_ISREG(path.lstat().st_mode):
@@ -196,12 +196,14 @@ def delete_run(folder: Path, record: dict) -> None:
         ) from None
 
 
-def _entries(folder: Path) -> list[Path]:
-    """Everything in `folder` but its subfolders themselves, in order: files, and links (never followed)."""
+def _entries(folder: Path, ours: set[Path]) -> list[Path]:
+    """Everything in `folder` but the subfolders `ours`, in order: files, links (never followed) and other folders
+    (not looked into: a folder the run did not make is not the run's, even empty)."""
     found = []
     for top, subfolders, files in os.walk(folder, followlinks=False):
         found += [Path(top, name) for name in files]
-        found += [Path(top, name) for name in subfolders if Path(top, name).is_symlink()]
+        found += [Path(top, name) for name in subfolders if Path(top, name) not in ours or Path(top, name).is_symlink()]
+        subfolders[:] = [name for name in subfolders if Path(top, name) in ours]
     return sorted(found)
 
 

@@ -19,6 +19,9 @@ receives every row. docs/devices.md has the commands.
 import contextlib
 import contextvars
 import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +38,7 @@ __all__ = [
     "BATCH_AXIS",
     "ShardedBatch",
     "batch_mesh",
+    "check_xla_flags",
     "initialize_cluster",
     "over_batch",
     "shard_batch",
@@ -137,6 +141,44 @@ def use_host_cores(count: int | None = None) -> int:
     if count > 1:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()
     return count
+
+
+#: What `check_xla_flags` runs in a child process: XLA's CPU client started, which parses XLA_FLAGS (jaxlib's own
+#: module, without JAX's: about 0.2 s), on one device whatever the flags ask.
+_XLA_FLAGS_PROBE = "import jaxlib._jax as xla; xla.get_tfrt_cpu_client(asynchronous=False, num_devices=1)"
+#: An error or fatal line of XLA's log ("F1204 17:10:57.978172 6920 parse_flags_from_env.cc:234] Unknown flag ...").
+_XLA_ERROR_LINE = re.compile(r"^([EF])\d{4} [\d:.]+\s+\d+ [^\]]*\] (.+)$", re.MULTILINE)
+
+
+def check_xla_flags() -> None:
+    """Refuse, before JAX starts, an XLA_FLAGS that XLA cannot parse (an unknown flag, a value it cannot read): XLA
+    would end the process at its start with its own fatal error and exit status 1, that of a numerical failure.
+
+    XLA's own parser decides, in a child process given the same environment (only where XLA_FLAGS is set): a list
+    of flag names kept here would go stale with each XLA, and XLA's fatal error ends the process that meets it, so it
+    can be neither caught nor parsed in this one. A probe that fails without XLA's error (a jaxlib without that
+    module) says nothing, and JAX starts as before.
+
+    **Raises:** `InvalidInput`, with XLA's own words.
+    """
+    flags = os.environ.get("XLA_FLAGS", "").strip()
+    if not flags:
+        return
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", _XLA_FLAGS_PROBE], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    said = _XLA_ERROR_LINE.findall(probe.stderr) if probe.returncode else []
+    if not said:
+        return
+    # XLA's error line names the flag ("Couldn't interpret value abc for flag ..."), its fatal line may not.
+    errors = [message for level, message in said if level == "E"] or [message for _, message in said]
+    raise InvalidInput(
+        f"XLA cannot read XLA_FLAGS={flags!r}: {errors[0].strip()} (it would stop at its start; correct or unset "
+        "XLA_FLAGS)"
+    )
 
 
 def _integer(name: str) -> int | None:

@@ -18,7 +18,7 @@ from flowsim._checks import InvalidInput, as_key
 from flowsim._task import task_vector_field
 from flowsim.compare import REFERENCE_NAMES, Comparison
 from flowsim.fixedpoints import attractors, fixed_points
-from flowsim.integrate import Trajectories, evaluate, solve_flow
+from flowsim.integrate import Trajectories, check_finite, evaluate, solve_flow
 from flowsim.results import save_figure  # re-exported: every figure is written through it (atomic PNG + PDF)
 
 if TYPE_CHECKING:
@@ -85,14 +85,17 @@ def phase_portrait(
 
     **Returns:** the Figure, with `flowsim_fixed_points` (the `FixedPoint`s drawn) and
     `flowsim_trajectories` (the `Trajectories` drawn, or None).
+
+    **Raises:** `InvalidInput` if the risk or field is not finite on the 9 x 9 lattice (`check_finite`).
     """
     planar = _planar(task)
+    (x_low, x_high), (y_low, y_high) = planar.bounds
+    lattice = np.stack(np.meshgrid(np.linspace(x_low, x_high, 9), np.linspace(y_low, y_high, 9), indexing="ij"), -1)
+    check_finite(planar, lattice.reshape(-1, 2))  # before anything is drawn: a NaN field draws a blank figure
     fig, ax = _figure_and_axes(ax, (8.5, 6.5))
     _draw_streamlines(ax, planar, grid)
     _draw_nullclines(ax, planar)
     solved = _draw_planar_trajectories(ax, planar, trajectories, key, t_max) if trajectories > 0 else None
-    (x_low, x_high), (y_low, y_high) = planar.bounds
-    lattice = np.stack(np.meshgrid(np.linspace(x_low, x_high, 9), np.linspace(y_low, y_high, 9), indexing="ij"), -1)
     points = fixed_points(planar, lattice.reshape(-1, 2))
     _draw_fixed_points(ax, points)
     margin = 0.03 * max(x_high - x_low, y_high - y_low)

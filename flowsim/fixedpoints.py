@@ -232,9 +232,10 @@ def attractors(
     finite = np.isfinite(finals).all(axis=-1)
     starts = jnp.asarray(np.where(finite[:, None], finals, 0.0))
     roots, converged = newton_polish(task_vector_field, starts, traced(task), jnp.asarray(t, float))
-    roots, converged = np.asarray(roots), np.asarray(converged) & finite
+    roots, converged = np.array(roots), np.asarray(converged) & finite
     near = converged & (np.max(np.abs(roots - np.where(finite[:, None], finals, 0.0)), axis=-1) <= merge_tol)
-    roots = canonical(task, roots)
+    # Only the roots used below: Newton from a far end point can diverge to inf, which canonical cannot compare.
+    roots[near] = canonical(task, roots[near])
     in_space = _in_state_space(task, 1e-9)
     centres: list[np.ndarray] = []
     labels = np.full(len(finals), -1)

@@ -25,7 +25,7 @@ from flowsim._compile import compiled_call, filter_jit, traced
 from flowsim._interrupt import Interrupted, checking_enabled, ctrl_c_stops, interruption, run_interruptibly
 from flowsim._memory import Need, check_fits
 from flowsim._status import Failure, Status
-from flowsim._task import check_states, images, task_jacobian, task_risk, task_vector_field
+from flowsim._task import check_states, images, show_state, task_jacobian, task_risk, task_vector_field
 from flowsim.devices import over_batch, shard_batch
 from flowsim.rosenbrock import Rodas5, Rosenbrock4
 
@@ -35,6 +35,7 @@ __all__ = [
     "Rosenbrock4",
     "Status",
     "Trajectories",
+    "check_finite",
     "choose_solver",
     "evaluate",
     "explicit_steps",
@@ -217,6 +218,45 @@ SEGMENTS = 16
 #: what a batched step of the 5-D flows costs on one CPU core (a fixed part, then 1 to 3 us a trajectory).
 SEGMENT_SECONDS = 1.0
 STEP_SECONDS, TRAJECTORY_STEP_SECONDS = 2e-5, 3e-6
+#: How long a window's solve may still run after Ctrl-C before it is abandoned (`run_interruptibly`'s patience), the
+#: windows before it kept: a window can hold minutes of steps (a user's map, a stiff flow, a program compiling), and
+#: Ctrl-C is honoured within about a second all the same. Windows are set by step counts, never by clocks: the same
+#: solve is cut the same way, to the same numbers, on every run.
+STOP_SECONDS = 0.8
+
+#: The shortest first step of a solve (or window) from t0, relative to |t0|: some 450 spacings of the floats there.
+_FIRST_STEP = 1e-13
+
+
+class _FirstStepFloor(diffrax.AbstractAdaptiveStepSizeController):
+    """`inner`, its first step at least `_FIRST_STEP` |t0|. From a settled state Diffrax's first step is 1e-6: where
+    a window begins far out (t0 = 6.5e48 of a solve to 1e50) that is below the floats' spacing, t0 + dt0 == t0, and
+    every later step, a multiple of the last (t1 - t0 = 0), is as long: the solve spent its whole step budget without
+    moving. Elsewhere (t0 = 0, or a first step above the floor) the solve is `inner`'s, bit for bit."""
+
+    inner: diffrax.AbstractAdaptiveStepSizeController
+
+    @property
+    def rtol(self):
+        return self.inner.rtol
+
+    @property
+    def atol(self):
+        return self.inner.atol
+
+    @property
+    def norm(self):
+        return self.inner.norm
+
+    def wrap(self, direction):
+        return _FirstStepFloor(self.inner.wrap(direction))
+
+    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
+        tnext, state = self.inner.init(terms, t0, t1, y0, dt0, args, func, error_order)
+        return jnp.maximum(tnext, t0 + _FIRST_STEP * jnp.abs(t0)), state
+
+    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
+        return self.inner.adapt_step_size(t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state)
 
 
 def _solve_at_once(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress):
@@ -244,7 +284,8 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
     allows (fewer, longer windows where the solve is short). One compiled solve serves every window: it saves
     at all of `ts` clipped to the window, and the window's own times are kept. A trajectory that ends in a
     window (steady state, failure) keeps that window's outcome; the step budget counts over all windows.
-    Ctrl-C during a window lets it finish, then stops.
+    Ctrl-C during a window lets it finish if it does within `STOP_SECONDS`, else abandons it (its steps cannot be
+    read before it ends), then stops with the windows before it.
     """
     from tqdm.auto import tqdm
 
@@ -278,7 +319,11 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
                 steady_state_tol,
                 meter,
                 placed.sharded,
+                patience=STOP_SECONDS,
             )
+            if outputs is None:  # abandoned after Ctrl-C: the windows before it are what was computed
+                status[~done], why[~done] = Status.INTERRUPTED, 5
+                break
             # Only the window's saved times leave the device (the others are not the solution's).
             outputs = (outputs[0][:, first : last + 1], *outputs[1:])
             s_ys, s_final, s_t, s_status, s_why, s_steps = (np.asarray(x) for x in placed.gather(outputs))
@@ -368,7 +413,7 @@ def _solve(field, y0, ts, window, args, solver, controller, max_steps, steady_st
                 y0=y0,
                 args=args,
                 saveat=saveat,
-                stepsize_controller=controller,
+                stepsize_controller=_FirstStepFloor(controller),
                 max_steps=max_steps,
                 throw=False,
                 event=event,
@@ -497,33 +542,113 @@ def implicit_steps(t_span: float, rtol: float = RTOL) -> float:
     return ACCURACY_STEPS * float(t_span) * float(rtol) ** -0.25
 
 
+#: The longest span over which `choose_solver` compares the solvers' step counts (each grows in proportion to the
+#: span, so the rule is the same at any longer one; their counts over 1e308 overflow).
+_COMPARED_SPAN = 1e300
+
+
 def _steps(estimate: float) -> str:
     """An estimated number of steps in words: a span shorter than one step is said so (the rule compares the
     two solvers' rates, the same at every span, so it still chooses)."""
+    if not np.isfinite(estimate):  # a span near the float64 maximum: the count itself overflows
+        return f"more than {np.finfo(float).max:.2g} steps"
     return f"about {estimate:.2g} steps" if estimate >= 1 else f"less than one step ({estimate:.2g})"
 
 
-def choose_solver(task, y0, t_span: float, t: float = 0.0, rtol: float = RTOL) -> tuple[diffrax.AbstractSolver, str]:
-    """The solver for a flow from these starts: explicit Tsit5, or `Rodas5` where the flow is stiff.
+def choose_solver(
+    task, y0, t_span: float, t: float = 0.0, rtol: float = RTOL, max_steps: int | None = None
+) -> tuple[diffrax.AbstractSolver, str]:
+    """The solver for a flow from these starts: explicit Tsit5, or `Rodas5` where the flow is stiff or the horizon
+    too long for Tsit5's step budget.
 
     The rule: `Rodas5` when the explicit solver's stability-bound steps (`explicit_steps`) cost more
     than the linearly implicit solver's accuracy-bound ones (`implicit_steps`, each `IMPLICIT_STEP_COST`
     explicit steps), else Tsit5. For single-location regression (lam = 0.1, t = 100): Tsit5 up to d ~ 270
-    at the engine's rtol 1e-10, Rodas5 from d ~ 120 at rtol 1e-8.
+    at the engine's rtol 1e-10, Rodas5 from d ~ 120 at rtol 1e-8. Also `Rodas5` where Tsit5's steps exceed
+    `max_steps`: Tsit5 would fail at the budget, while Rodas5's steps, once a flow settles, grow with the horizon's
+    logarithm (d = 400, lam = 0.1: about 1 500 to t = 1e3, 2 000 to 1e308), not in proportion to it.
 
-    **Arguments:** as `explicit_steps`, and `rtol`, the solve's relative tolerance.
+    **Arguments:** as `explicit_steps`; `rtol`, the solve's relative tolerance; `max_steps`, its step budget per
+    trajectory (None: no budget).
 
     **Returns:** the solver and a sentence saying why it was chosen.
     """
-    explicit, implicit = explicit_steps(task, y0, t_span, t), implicit_steps(t_span, rtol)
+    # The two solvers' rates compared over a span whose counts cannot overflow: at t_span = 1e308 both were inf, and
+    # inf > inf chose Tsit5, whose stable steps spent the whole step budget where Rodas5 takes some 2 000 steps
+    # (d = 400, lam = 0.1, sphere starts; 1 500 to t = 1e3: its steps grow with the horizon's logarithm once settled).
+    compared = min(float(t_span), _COMPARED_SPAN)
+    explicit, implicit = explicit_steps(task, y0, compared, t), implicit_steps(compared, rtol)
+    stiff = explicit > IMPLICIT_STEP_COST * implicit
+    explicit, implicit = (steps * (float(t_span) / compared) for steps in (explicit, implicit))
     estimate = (
         f"an explicit solver needs {_steps(explicit)} per trajectory (the Jacobian's spectral radius at the "
         f"starts and targets over a span of t = {t_span:g}, over its stability bound), a linearly implicit one "
         f"{_steps(implicit)} at rtol {rtol:g}, each costing {IMPLICIT_STEP_COST:g} explicit steps"
     )
-    if explicit > IMPLICIT_STEP_COST * implicit:
+    if stiff:
         return Rodas5(), f"the flow is stiff: {estimate}; solving with the linearly implicit Rodas5"
+    if max_steps is not None and explicit > max_steps:
+        return Rodas5(), (
+            f"the horizon is too long for the explicit solver's step budget of {max_steps}: {estimate}; solving "
+            "with the linearly implicit Rodas5, whose steps grow with the horizon's logarithm once the flow settles"
+        )
     return diffrax.Tsit5(), f"the flow is not stiff: {estimate}; solving with the explicit Tsit5"
+
+
+#: States whose risk and field `check_finite` evaluates at once: one compiled program (one shape) serves every call,
+#: the states padded to a multiple of it.
+_CHECK_BLOCK = 64
+#: The most states `check_finite` evaluates: the targets and the starts, spread evenly over a larger batch (a million
+#: starts on a GPU), so that the check stays a small fraction of the run. A non-finite field is a matter of the
+#: task's parameters, met at every start or over a region of them, not at one start among a million.
+_CHECKED_STATES = 16 * _CHECK_BLOCK
+
+
+def _risk_and_field(t, ys, task):
+    return jax.vmap(lambda y: (task_risk(t, y, task), task_vector_field(t, y, task)))(ys)
+
+
+def check_finite(task, ys=None, t=0.0) -> None:
+    """Refuse a task whose risk or field is not finite where a run starts: at the states `ys` and the task's targets.
+
+    A field that is NaN or infinite from the start makes an adaptive solver reject every step until its step budget
+    is spent, and an SGD run log NaN; the cause is the task's parameters (e.g. an attention map at a large inverse
+    temperature), which the error names. `solve_flow`, `flowsim.run_sgd` and `flowsim.figures.phase_portrait`
+    check before any step.
+
+    **Arguments:**
+
+    - `task`: an `AbstractTask`.
+    - `ys`: states (batch, n), e.g. a run's starts (rows with a non-finite coordinate are left out: they are
+      reported as invalid starts), or None for the targets alone.
+    - `t`: the time at which a scheduled parameter is taken (the run's start).
+
+    **Raises:** `InvalidInput` naming the task's parameters, the first state and which of the two is not finite.
+    """
+    states = np.asarray(task.targets, dtype=float)
+    states = images(task, states).reshape(-1, task.dimension) if states.ndim == 2 else np.zeros((0, task.dimension))
+    if ys is not None:
+        starts = np.asarray(ys, dtype=float).reshape(-1, task.dimension)
+        starts = starts[np.isfinite(starts).all(axis=1)]
+        room = max(_CHECKED_STATES - len(states), 1)  # the targets always, the starts evenly spread
+        if len(starts) > room:
+            starts = starts[np.unique(np.linspace(0, len(starts) - 1, room).round().astype(int))]
+        states = np.concatenate([starts, states])
+    states = states[np.isfinite(states).all(axis=1)]
+    if not len(states):
+        return
+    padded = -(-len(states) // _CHECK_BLOCK) * _CHECK_BLOCK
+    block = np.concatenate([states, np.repeat(states[:1], padded - len(states), axis=0)])
+    time = jnp.asarray(t, float)
+    parts = [evaluate(_risk_and_field, time, rows, task) for rows in block.reshape(-1, _CHECK_BLOCK, task.dimension)]
+    risk, field = (np.concatenate([np.asarray(part[i]) for part in parts])[: len(states)] for i in (0, 1))
+    bad = ~(np.isfinite(risk) & np.isfinite(field).all(axis=1))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InvalidInput(
+            f"the risk or field of {task.describe()} is not finite at {show_state(task, states[i])} (risk {risk[i]:g}, "
+            f"field {np.array2string(field[i], precision=3)}): the task cannot be computed at these parameters"
+        )
 
 
 def solve_flow(task, y0, ts, **options) -> Trajectories:
@@ -541,13 +666,18 @@ def solve_flow(task, y0, ts, **options) -> Trajectories:
 
     **Returns:** a `Trajectories` with the risk along the way in `observed` and a status per
     trajectory (see `failures()`).
+
+    **Raises:** `InvalidInput` if the risk or field is not finite at a start or a target (`check_finite`).
     """
     y0, valid, reasons = check_states(task, y0)
+    check_finite(task, y0[valid], float(np.asarray(ts, dtype=float)[0]))
     options = {"max_steps": task.flow_max_steps(), **task.flow_solver(), **options}
     if options.get("solver") is None and valid.any():
         ts_host = np.asarray(ts, dtype=float)
         span, start = float(ts_host[-1] - ts_host[0]), float(ts_host[0])
-        options["solver"] = choose_solver(task, y0[valid], span, start, options.get("rtol", RTOL))[0]
+        options["solver"] = choose_solver(
+            task, y0[valid], span, start, options.get("rtol", RTOL), options["max_steps"]
+        )[0]
     try:
         return integrate(
             task_vector_field, y0, ts, task, observe=task_risk, valid=valid, invalid_reasons=reasons, **options

@@ -27,7 +27,7 @@ from flowsim._memory import Need, check_fits, format_bytes, tree_bytes
 from flowsim._status import Failure, Status
 from flowsim._task import check_states
 from flowsim.devices import over_batch, shard_batch
-from flowsim.integrate import evaluate, traced
+from flowsim.integrate import check_finite, evaluate, traced
 from flowsim.maps import risk_along
 
 __all__ = [
@@ -338,6 +338,9 @@ def run_sgd(
     - `seeds`: the number of independent runs (>= 1).
 
     **Returns:** an `SGDRun`.
+
+    **Raises:** `InvalidInput` if the task's risk or field is not finite at the given starts or its targets
+    (`flowsim.integrate.check_finite`), before any step.
     """
     lr, steps, batch, log_every, seeds = check_lengths(lr, steps, batch, log_every, seeds)
     y0 = init_states(task, init, seeds)
@@ -370,13 +373,15 @@ def run_sgd(
 
 
 def init_states(task, init, seeds: int):
-    """None for a named initialisation (drawn per seed inside the run), else the given states as (seeds, n)."""
+    """None for a named initialisation (drawn per seed inside the run), else the given states as (seeds, n); the
+    task's risk and field checked finite there and at its targets (`flowsim.integrate.check_finite`)."""
     if isinstance(init, str):
         if init not in task.initialisations:
             raise InvalidInput(
                 f"init must be one of {task.initialisations} or states of shape ({task.dimension},) or "
                 f"(seeds, {task.dimension}), got {init!r}"
             )
+        check_finite(task)
         return None
     # Checked before broadcasting: a 1-D init of the wrong length gets the shape message, not NumPy's.
     y0, valid, reasons = check_states(task, init, "init")
@@ -389,6 +394,7 @@ def init_states(task, init, seeds: int):
             f"init must have shape ({task.dimension},) or (seeds, {task.dimension}) = ({seeds}, {task.dimension}), "
             f"got {y0.shape}"
         )
+    check_finite(task, y0)
     return jnp.asarray(y0)
 
 

@@ -113,6 +113,18 @@ CLI_CASES = [
     ("flow --out {file}/results", 2, "flowsim flow: error: cannot write results into"),
     ("flow --out {earlier}", 2, "flowsim flow: error: {earlier} holds an earlier run (flowsim flow, started"),
     ("flow --out {foreign} --replace", 2, "flowsim flow: error: cannot write results into {foreign}: it is not empty"),
+    # A run.json is the user's data: a name outside the folder is never deleted, whatever the record says.
+    (
+        "flow --out {escaping} --replace",
+        2,
+        "flowsim flow: error: the run record {escaping}/run.json is damaged (it lists '../x.csv', which is not a "
+        "file name inside the folder): flowsim neither deletes nor resumes what it cannot trust",
+    ),
+    (
+        "verify --out {earlier} --resume --replace",
+        2,
+        "flowsim verify: error: --resume and --replace (resume=True, replace=True) contradict each other",
+    ),
     (
         "flow --out {overlong}",
         2,
@@ -220,6 +232,45 @@ CLI_CASES = [
     ),
     ("sgd --mode dataset", 2, "flowsim sgd: error: --engine overlaps runs online SGD only: --mode dataset needs"),
     ("sgd --mode dataset --engine rd", 2, "flowsim sgd: error: --mode dataset needs --n, the dataset size"),
+    # Refused before the estimate is said (one line), naming the options as typed.
+    (
+        "sgd --mode dataset --engine rd --n 7 --batch 5",
+        2,
+        "flowsim sgd: error: --batch 5 must divide --n 7, the dataset size of --mode dataset",
+    ),
+    # Options no part of the run would read (`read_only`).
+    (
+        "sgd --mode population --engine rd --batch 3",
+        2,
+        "flowsim sgd: error: --batch is read only by --mode online and dataset (the population gradient takes no "
+        "samples): take another --mode, or leave --batch out",
+    ),
+    (
+        "flow --alpha 0.1",
+        2,
+        "flowsim flow: error: --alpha is read only with --decay above 0 (the schedule's clock): add --decay, or leave "
+        "--alpha out",
+    ),
+    (
+        "portrait --trajectories 0 --t-max 5",
+        2,
+        "flowsim portrait: error: --t-max is read only with --trajectories above 0: raise --trajectories, or leave "
+        "--t-max out",
+    ),
+    # The streamline grid holds about 20 values per point at its peak (benchmarks/portrait_memory.py): 21.5 GiB.
+    (
+        "portrait --grid 12000",
+        2,
+        "flowsim portrait: error: this run would need about 21.5 GiB of memory, more than the 16 GiB available on "
+        "this machine: the streamline grid (12000 x 12000 points, 20 values each) alone take 21.5 GiB; lower --grid",
+    ),
+    (
+        "latent error --norms 0.5,1e-320",
+        2,
+        "flowsim latent error: error: argument --norms: must be comma-separated values, each a finite number >= 0, "
+        "got '0.5,1e-320': 1e-320 is a subnormal number, which flowsim's compiled programs read as 0 (the smallest "
+        "normal float64 is 2.225e-308)",
+    ),
     ("sgd --steps 100 --log-every 7", 2, "flowsim sgd: error: --log-every 7 must divide --steps 100"),
     ("sgd --dtype float16", 2, "flowsim sgd: error: argument --dtype: invalid choice: 'float16'"),
     (
@@ -259,8 +310,8 @@ CLI_CASES = [
     (
         "portrait --grid 1000000",
         2,
-        "flowsim portrait: error: this run would need about 58.2 TiB of memory, {more}: "
-        "the streamline grid (1000000 x 1000000 points, 8 values) alone take 58.2 TiB; lower --grid",
+        "flowsim portrait: error: this run would need about 146 TiB of memory, {more}: "
+        "the streamline grid (1000000 x 1000000 points, 20 values each) alone take 146 TiB; lower --grid",
     ),
     (
         "portrait --basins --basin-n {E}",
@@ -436,6 +487,19 @@ CLI_CASES = [
         "flowsim sgd: error: --attention flowsim.tasks.slr:Problem: Problem in flowsim.tasks.slr must be a "
         "flowsim.slr.AttentionMap, got the class Problem",
     ),
+    # lam within what the map's flow and a researcher's map allow (tests/test_edges_numerics.py).
+    (
+        "flow --attention linear --lam 1e13",
+        2,
+        "flowsim flow: error: lam must be at most 1e+12 for linear attention (its flow cannot be solved beyond: "
+        "slr.LARGEST_LAM), got 1e+13",
+    ),
+    (
+        "portrait --attention {maps}:nan_beyond --lam 50 --L 3 --d 20",
+        2,
+        "flowsim portrait: error: AttentionMap 'nan beyond': f is not finite at x = -558.114 (nan); at lam = 50, "
+        "d = 20, gamma = 0.707107 the scores reach 558: it must be finite at every score from -558 to 558",
+    ),
     (
         "advantage --maps softmax,no_such_module:capped",
         2,
@@ -466,6 +530,12 @@ PROBLEM = slr.Problem(d=20, L=4, lam=0.5)
 def _api_cases():
     """Python API cases: (the call as shown, a function making it, the exception, the start of its message)."""
     return [
+        (
+            "Problem(20, 3, 1e13, attention='linear')",
+            lambda: slr.Problem(20, 3, 1e13, attention="linear"),
+            ValueError,
+            "lam must be at most 1e+12 for linear attention",
+        ),
         (
             "population_risk(problem, np.zeros(4))",
             lambda: slr.population_risk(PROBLEM, np.zeros(4)),
@@ -588,6 +658,123 @@ def _api_cases():
             ValueError,
             "m0 must have shape (seeds, 5) = (30, 5), got (2, 5)",
         ),
+        *_array_cases(),
+    ]
+
+
+#: Hidden directions in R^8 for the array cases: NumPy vectors, so that no case compiles a program.
+TRUTH = slr.GroundTruth(*np.eye(8)[:2])
+NAN = np.full(8, np.nan)
+
+
+def _array_cases():
+    """The arguments of the public array functions: shapes, finiteness and domains, refused at the boundary
+    instead of a silent NaN, a wrong number or JAX's own error from inside a computation (issue 54)."""
+    k, v, X = TRUTH.k_star, TRUTH.v_star, np.zeros((2, 3, 8))
+    return [
+        (
+            "vectors_with_overlaps([1, 1, 1, 1, 1], truth, 0)",
+            lambda: slr.vectors_with_overlaps([1.0, 1, 1, 1, 1], TRUTH, 0),
+            InvalidInput,
+            "overlaps point (the only one) = (kappa=1, nu=1, theta=1, eta=1, rho=1) is not realizable",
+        ),
+        (
+            "vectors_with_overlaps([2, 0, 0, 0, 0], truth, 0)",
+            lambda: slr.vectors_with_overlaps([2.0, 0, 0, 0, 0], TRUTH, 0),
+            InvalidInput,
+            "overlaps point (the only one) = (kappa=2, nu=0, theta=0, eta=0, rho=0) has an entry outside [-1, 1]",
+        ),
+        (
+            "population_risk(problem, np.array([0.5 + 1j, 0, 0, 0, 0]))",
+            lambda: slr.population_risk(PROBLEM, np.array([0.5 + 1j, 0, 0, 0, 0])),
+            InvalidInput,
+            "overlaps must hold real numbers, got complex ones (complex128)",
+        ),
+        (
+            "overlaps(np.full(8, nan), v, truth)",
+            lambda: slr.overlaps(NAN, v, TRUTH),
+            InvalidInput,
+            "k must hold finite numbers, got nan at index (0,)",
+        ),
+        (
+            "overlaps(np.ones(7), v, truth)  # truth in R^8",
+            lambda: slr.overlaps(np.ones(7), v, TRUTH),
+            InvalidInput,
+            "k must have shape (..., d) with d = 8, truth's dimension, got (7,)",
+        ),
+        (
+            "predict(np.zeros((2, 3, 8)), np.full(8, nan), v, 0.5)",
+            lambda: slr.predict(X, NAN, v, 0.5),
+            InvalidInput,
+            "k must hold finite numbers, got nan at index (0,)",
+        ),
+        (
+            "empirical_risk(np.full((2, 3, 8), nan), np.zeros(2), k, v, 0.5)",
+            lambda: slr.empirical_risk(np.full((2, 3, 8), np.nan), np.zeros(2), k, v, 0.5),
+            InvalidInput,
+            "X must hold finite numbers, got nan at index (0, 0, 0)",
+        ),
+        (
+            "empirical_risk(np.zeros((2, 3, 7)), np.zeros(2), k, v, 0.5)  # k, v in R^8",
+            lambda: slr.empirical_risk(np.zeros((2, 3, 7)), np.zeros(2), k, v, 0.5),
+            InvalidInput,
+            "X must have shape (..., L, d) with L >= 1 tokens and d = 8, k's size, got (2, 3, 7)",
+        ),
+        (
+            "empirical_risk(np.zeros((2, 3, 8)), np.zeros(3), k, v, 0.5)",
+            lambda: slr.empirical_risk(X, np.zeros(3), k, v, 0.5),
+            InvalidInput,
+            "y must have shape (2,), one label per sequence of X (at least one), got (3,)",
+        ),
+        (
+            "softmax_attention(np.full(2, nan), np.ones((4, 2)), np.ones((4, 1)))",
+            lambda: latent.softmax_attention(np.full(2, np.nan), np.ones((4, 2)), np.ones((4, 1))),
+            InvalidInput,
+            "a must hold finite numbers, got nan at index (0,)",
+        ),
+        (
+            "softmax_attention(np.ones(2), np.ones((0, 2)), np.ones((0, 1)))",
+            lambda: latent.softmax_attention(np.ones(2), np.ones((0, 2)), np.ones((0, 1))),
+            InvalidInput,
+            "keys must have shape (..., L, d) with L >= 1 tokens, got (0, 2)",
+        ),
+        (
+            "nadaraya_watson(np.zeros(2), np.full((4, 2), nan), np.ones((4, 1)), 0.5)",
+            lambda: latent.nadaraya_watson(np.zeros(2), np.full((4, 2), np.nan), np.ones((4, 1)), 0.5),
+            InvalidInput,
+            "keys must hold finite numbers, got nan at index (0, 0)",
+        ),
+        (
+            "kernel_attention(np.zeros(2), np.eye(2), np.ones((2, 1)), 0.5, ridge=-1)",
+            lambda: latent.kernel_attention(np.zeros(2), np.eye(2), np.ones((2, 1)), 0.5, ridge=-1),
+            InvalidInput,
+            "ridge must be a number in [1e-50, 1e50], got -1",
+        ),
+        (
+            "gaussian_kernel(np.ones(2), np.zeros(2), bandwidth=0)",
+            lambda: latent.gaussian_kernel(np.ones(2), np.zeros(2), bandwidth=0),
+            InvalidInput,
+            "bandwidth must be a number in [1e-50, 1e50], got 0",
+        ),
+        (
+            "fit_l1(np.full((4, 8), nan), np.ones(4))",
+            lambda: sparse.fit_l1(np.full((4, 8), np.nan), np.ones(4)),
+            InvalidInput,
+            "x must hold finite numbers, got nan at index (0, 0)",
+        ),
+        (
+            "fit_scaling([16, 16, 16], [5, 6, 7])",
+            lambda: sparse.fit_scaling([16, 16, 16], [5, 6, 7]),
+            InvalidInput,
+            "T must hold at least 2 distinct values, as many as the parameters of the laws a + b ln T, a + b T, "
+            "a T^b, got [16.0, 16.0, 16.0]",
+        ),
+        (
+            "success_rates([[nan, 1]])",
+            lambda: sparse.success_rates([[np.nan, 1]]),
+            InvalidInput,
+            "success must hold booleans (or 0 and 1), got nan at index (0, 0)",
+        ),
     ]
 
 
@@ -615,6 +802,8 @@ def places(tmp_path_factory):
     maps, edited = base / "maps.py", base / "edited"
     source = b"import jax.numpy as jnp\nfrom flowsim import slr\n"
     source += b'capped = slr.AttentionMap("capped", log_f=lambda x: jnp.minimum(x, 1.0), normalisation="tokens")\n'
+    # NaN beyond the scores checked when a map is made (-100 to 100): refused where a problem's scores reach it.
+    source += b'nan_beyond = slr.AttentionMap("nan beyond", lambda x: jnp.where(abs(x) < 150, jnp.tanh(x), jnp.nan))\n'
     maps.write_bytes(source)
     parser = flowsim.cli._parser()
     args, _ = parser.parse_known_args(["advantage", "--maps", f"softmax,{maps}:capped", "--out", str(edited)])
@@ -624,11 +813,16 @@ def places(tmp_path_factory):
     was, now = (hashlib.sha256(text).hexdigest()[:12] for text in (source, source + b"# edited\n"))
     # Looking for a folder name longer than file systems allow (255 bytes) used to be an internal error.
     overlong = base / ("x" * 300)
+    escaping = base / "escaping"
+    escaping.mkdir()
+    (escaping / "run.json").write_text(json.dumps({**record, "files": ["x.csv", "../x.csv"]}))
+    (base / "x.csv").write_text("a user's table")
     return {
         "file": base / "file",
         "earlier": earlier,
         "foreign": foreign,
         "overlong": overlong,
+        "escaping": escaping,
         "maps": maps,
         "edited": edited,
         "was": was,
@@ -661,6 +855,7 @@ def test_the_command_line_refuses_in_one_line(capsys, places, arguments, status,
 def test_a_refused_replacement_leaves_the_earlier_run(places):
     assert sorted(path.name for path in places["earlier"].iterdir()) == ["run.json", "x.csv"]
     assert [path.name for path in places["foreign"].iterdir()] == ["thesis.tex"]
+    assert (places["escaping"].parent / "x.csv").read_text() == "a user's table"
 
 
 @pytest.mark.parametrize("case", range(len(_api_cases())), ids=[case[0] for case in _api_cases()])
@@ -719,8 +914,10 @@ def markdown() -> str:
         "it is said where it happened, and the results computed, figures included, are kept. In the",
         "arguments, {file} stands for a regular file, {earlier} for a folder holding an earlier run,",
         "{foreign} for a non-empty folder of other files, {overlong} for a folder name longer than file systems",
-        "allow (300 bytes), {maps} for a researcher's map file and {edited} for the folder of an interrupted",
-        "`advantage` run that used it, the file edited since ({was} and {now}: the start of its SHA-256 then and now).",
+        "allow (300 bytes), {escaping} for an earlier run whose run.json lists a file outside it, {maps} for a",
+        "researcher's map file (`capped`, and `nan_beyond`: NaN beyond |x| = 150) and {edited} for the folder of an",
+        "interrupted `advantage` run that used it, the file",
+        "edited since ({was} and {now}: the start of its SHA-256 then and now).",
         "",
         "Numbers are bounded where flowsim's arithmetic needs it. A nonzero number below 2.2e-308 in size",
         "(subnormal) is refused everywhere: XLA's compiled programs read it as 0. For the attention task, lam,",

@@ -75,9 +75,9 @@ def test_replace_never_follows_a_link_out_of_the_folder(tmp_path):
 
 
 def test_replace_deletes_only_what_flowsim_wrote_unchanged(tmp_path):
-    """A listed file edited since it was written is not deleted (nor anything else); once it is moved away, the run
-    is replaced: its files, a temporary file a killed write left and the folders they emptied go, a user's empty
-    folder stays."""
+    """A listed file edited since it was written is not deleted (nor anything else), nor a folder the run did not
+    make; once they are moved away, the run is replaced: its files, a temporary file a killed write left and the
+    folders they emptied go."""
     run = tmp_path / "run"
     finished_run(run, units=("u",), files=("a.csv", "figures/b.csv"))
     (run / "a.csv").write_text("edited by hand")
@@ -86,9 +86,12 @@ def test_replace_deletes_only_what_flowsim_wrote_unchanged(tmp_path):
     assert (run / "a.csv").read_text() == "edited by hand" and (run / "units" / "u.npz").exists()
     (run / "a.csv").rename(tmp_path / "a.csv")
     (run / "figures" / ".b.csv.k3j_x9q2.part").write_text("half")  # what `kill -9` during a write leaves
-    (run / "mine").mkdir()
+    (run / "figures" / "mine").mkdir()
+    with pytest.raises(InvalidInput, match=r"also holds what flowsim did not write \(figures/mine\)"):
+        results.prepare_folder(run, replace=True)
+    (run / "figures" / "mine").rmdir()
     results.prepare_folder(run, replace=True)
-    assert [path.name for path in run.iterdir()] == ["mine"]
+    assert list(run.iterdir()) == []
 
 
 def test_replace_refuses_what_a_record_of_an_earlier_flowsim_cannot_vouch_for(tmp_path):

@@ -21,11 +21,13 @@ import argparse
 import contextlib
 import difflib
 import errno
+import functools
 import importlib
 import os
 import signal
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,9 +36,10 @@ from typing import NoReturn
 from flowsim._checks import InvalidInput
 from flowsim._interrupt import checking, ctrl_c_kept, interruption
 from flowsim._memory import announcing, long_runs_allowed
+from flowsim._startup import command_ended
 from flowsim.cli._console import keep_printing_harmless
 from flowsim.commands import parts
-from flowsim.commands.options import Command, Parser, check, output_options
+from flowsim.commands.options import Command, Parser, check, choose_folder, output_options
 from flowsim.results import NotWritten
 from flowsim.tasks import TASKS
 
@@ -180,14 +183,15 @@ def command() -> int:
     adaptive solve whose step sizes that bit changes, which agrees to about its tolerance (docs/devices.md,
     "The numbers").
     """
-    from flowsim.devices import use_host_cores
+    from flowsim.devices import check_xla_flags, use_host_cores
 
     keep_printing_harmless()
     _figures_into_files()
     _standard_promotion()
     try:
+        check_xla_flags()
         use_host_cores()
-    except ValueError as error:  # a bad FLOWSIM_HOST_DEVICES: invalid input, said in one line
+    except ValueError as error:  # a bad XLA_FLAGS or FLOWSIM_HOST_DEVICES: invalid input, said in one line
         print(f"flowsim: error: {error}", file=sys.stderr)
         return 2
     return main(own_process=True)
@@ -211,6 +215,12 @@ def executable() -> NoReturn:
         if not isinstance(status, int):
             print(status, file=sys.stderr)
             status = 1
+    except KeyboardInterrupt:
+        # A second Ctrl-C while a stopped run writes what it had (the first one is said by `_run`): its files and
+        # run.json are what they are; a traceback would add nothing.
+        print(f"flowsim: interrupted by {_by()}", file=sys.stderr)
+        status = _stop_status()
+    command_ended()
     import jax  # imported with flowsim already
 
     jax.distributed.shutdown()  # a cluster's processes leave it together; a no-op outside a cluster
@@ -257,14 +267,30 @@ def main(argv: list[str] | None = None, *, own_process: bool = False) -> int:
         _refuse_unrecognized(parser.commands[args.command], args.command, unknown)
     # Over the error handling too: a repeated SIGTERM or SIGHUP (a terminal's hangup can send two) is ignored while
     # a stopped run writes what it had.
-    with ctrl_c_kept(terminate=own_process):
+    # The executable's process ends for a signal its main thread cannot take up in time (`_end_unheard`).
+    unheard = functools.partial(_end_unheard, args) if own_process else None
+    with ctrl_c_kept(terminate=own_process, on_unheard=unheard):
         return _run(args)
+
+
+def _end_unheard(args, signum: int) -> NoReturn:
+    """End the executable's process for a signal its main thread has not taken up (it waits in compiled code: a
+    compilation, a computation that looks for no signal), from the thread that saw it: the files written so far
+    kept and run.json's status final, as for any stop, but for the computation under way."""
+    by = _by()
+    _close(args, "interrupted", f"interrupted by {by} (during a computation that could not stop at once)")
+    _say_interrupted(args)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    os._exit(_stop_status())
 
 
 def _run(args) -> int:
     """The command of `args` (parsed): its exit status, each kind of failure said as the module says."""
     try:
         check(args)
+        choose_folder(args)
         if args.progress is None:
             args.progress = sys.stderr.isatty()
         # Under srun (or given a coordinator) the processes join one set of devices (docs/devices.md);
@@ -292,14 +318,9 @@ def _run(args) -> int:
         return 2
     except KeyboardInterrupt as stop:
         # Interrupted says where ("interrupted at t = ..."); a plain KeyboardInterrupt says nothing.
-        by = "the user (Ctrl-C)" if interruption() == "Ctrl-C" else interruption()
-        _close(args, "interrupted", f"{str(stop) or 'interrupted'} by {by}", stop)
-        resume = " (run the same command with --resume to continue it)" if hasattr(args, "resume") else ""
-        print(
-            f"flowsim {args.command}: interrupted by {by}: the files written so far are complete{resume}",
-            file=sys.stderr,
-        )
-        return 130 if interruption() == "Ctrl-C" else 128 + signal.Signals[interruption()]
+        _close(args, "interrupted", f"{str(stop) or 'interrupted'} by {_by()}", stop)
+        _say_interrupted(args)
+        return _stop_status()
     except NotWritten as error:
         # The file system refused a result (a full disk, a quota): said in one line, the files written before kept.
         _close(args, "error", f"cannot write {error.filename}: {error.strerror}")
@@ -312,6 +333,24 @@ def _run(args) -> int:
         return 2
     except Exception as error:
         return _internal_error(args, error)
+
+
+def _by() -> str:
+    """What stopped the run, as its messages say it."""
+    return "the user (Ctrl-C)" if interruption() == "Ctrl-C" else interruption()
+
+
+def _say_interrupted(args) -> None:
+    resume = " (run the same command with --resume to continue it)" if hasattr(args, "resume") else ""
+    print(
+        f"flowsim {args.command}: interrupted by {_by()}: the files written so far are complete{resume}",
+        file=sys.stderr,
+    )
+
+
+def _stop_status() -> int:
+    """The exit status of a run stopped by `interruption()`: 130 for Ctrl-C, 128 + the signal's number otherwise."""
+    return 130 if interruption() == "Ctrl-C" else 128 + signal.Signals[interruption()]
 
 
 def _internal_error(args, error: Exception) -> int:
@@ -383,6 +422,7 @@ def _cluster_member(args) -> Iterator[None]:
     Every process runs the whole command on the same inputs: the batches are split over every
     process's devices and the results gathered back to each. Process 0 writes --out and prints;
     the others write into a scratch folder, deleted at the end, and print nothing on stdout.
+    What native libraries write on stdout goes to stderr in every process (`_native_stdout_on_stderr`).
     Alone (no cluster), the command runs as it is.
     """
     from flowsim.devices import initialize_cluster
@@ -392,22 +432,57 @@ def _cluster_member(args) -> Iterator[None]:
         return
     import jax
 
-    if jax.process_index() == 0:
+    with _native_stdout_on_stderr():
+        if jax.process_index() == 0:
+            yield
+            return
+        with (
+            tempfile.TemporaryDirectory(prefix=f"flowsim-process-{jax.process_index()}-") as scratch,
+            open(os.devnull, "w") as quiet,
+            contextlib.redirect_stdout(quiet),
+        ):
+            args.out, args.replace, args.progress = os.path.join(scratch, "out"), False, False
+            yield
+
+
+@contextlib.contextmanager
+def _native_stdout_on_stderr() -> Iterator[None]:
+    """File descriptor 1 made stderr's for the native libraries, Python's `sys.stdout` kept on the stdout it had.
+
+    Gloo, JAX's collectives between the CPUs of a cluster, says each connection ("[Gloo] Rank 1 is connected to 3
+    peer ranks") with C++'s std::cout, into stdout's results. Only where `sys.stdout` writes into descriptor 1 (a
+    program calling `main` with its own `sys.stdout` keeps it as it is).
+    """
+    try:
+        own = sys.stdout.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (io.StringIO, pytest's capture)
+        own = False
+    if not own:
         yield
         return
-    with (
-        tempfile.TemporaryDirectory(prefix=f"flowsim-process-{jax.process_index()}-") as scratch,
-        open(os.devnull, "w") as quiet,
-        contextlib.redirect_stdout(quiet),
-    ):
-        args.out, args.replace, args.progress = os.path.join(scratch, "out"), False, False
-        yield
+    sys.stdout.flush()
+    kept = os.dup(1)
+    stdout = open(kept, "w", encoding=sys.stdout.encoding, errors=sys.stdout.errors, closefd=True)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(stdout):
+            yield
+    finally:
+        stdout.flush()
+        os.dup2(kept, 1)
+        stdout.close()
+
+
+_CLOSING = threading.Lock()
 
 
 def _close(args, status: str, reason: str, interruption: KeyboardInterrupt | None = None) -> None:
-    """The run's record (if it was made) written with how it ended, what was computed, and its files listed."""
+    """The run's record (if it was made) written with how it ended, what was computed, and its files listed (once:
+    the main thread and `_end_unheard`'s may both come to it)."""
     record = getattr(args, "record", None)
-    if record is not None and not record.closed:
+    with _CLOSING:
+        if record is None or record.closed:
+            return
         try:
             if interruption is not None:
                 parts.write_interrupted(record, interruption)

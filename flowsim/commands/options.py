@@ -3,18 +3,23 @@
 import argparse
 import functools
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from flowsim._checks import NON_NEGATIVE, SEED, Allowed
+from flowsim._checks import NON_NEGATIVE, SEED, Allowed, subnormal_note
 from flowsim._memory import check_work, held_announcements
+from flowsim.results import earlier_run
 
 __all__ = [
     "Command",
     "OneOf",
     "Parser",
     "check",
+    "choose_folder",
     "comma_separated",
+    "default_folder",
     "estimated",
     "init_option",
     "names_option",
@@ -190,31 +195,76 @@ def _folder(text: str) -> str:
     return text
 
 
+#: The folder under which a run given no --out writes, in a new folder per run (`default_folder`).
+DEFAULT_ROOT = "flowsim-out"
+
+
+def default_folder(command: str, latest: bool = False, root: str = DEFAULT_ROOT) -> str:
+    """The folder of a run given no --out: `root`/COMMAND, then `root`/COMMAND-2, COMMAND-3, ...: the first that does
+    not exist or is empty, so that a command run twice keeps both runs (the numbered folders of a browser's downloads).
+
+    **Arguments:** `command`: the command as typed ("sparse sweep"); `latest`: for --resume and --replace, the one of
+    these folders whose flowsim run started last (run.json's "started", the higher number on a tie), if any holds one.
+
+    **Returns:** the folder, as a path relative to the current folder.
+    """
+    base = Path(root) / command.replace(" ", "-")
+    # Every name of the sequence that exists (a folder, or a file that takes its name), by its number.
+    numbered = re.compile(re.escape(base.name) + r"(?:-([2-9]|[1-9][0-9]+))?")
+    found = {}
+    if base.parent.is_dir():
+        for path in base.parent.iterdir():
+            if match := numbered.fullmatch(path.name):
+                found[int(match.group(1) or 1)] = path
+    if latest:
+        runs = [(str(run.get("started")), number) for number, path in found.items() if (run := earlier_run(path))]
+        if runs:
+            return str(found[max(runs)[1]])
+    number = 1
+    while number in found and not (found[number].is_dir() and not any(found[number].iterdir())):
+        number += 1
+    return str(base if number == 1 else base.with_name(f"{base.name}-{number}"))
+
+
+def choose_folder(args) -> None:
+    """`args.out`, where --out was not given, set to the run's folder (`default_folder`); said on stderr where a
+    --resume or --replace takes the latest run's."""
+    if getattr(args, "out", "") is not None:
+        return
+    latest = args.replace or getattr(args, "resume", False)
+    args.out = default_folder(args.command, latest=latest)
+    if args.replace and earlier_run(args.out) is not None:
+        print(f"flowsim {args.command}: replacing the latest run, in {args.out}", file=sys.stderr)
+
+
 def output_options(parser, command: str, seed: int | None = 0, resumable: bool = False) -> None:
     """--seed (unless None), --out, --replace, --progress and --yes, which every computing command has, and
     --resume for a command whose work is stored in units as they finish (`resumable`)."""
     if seed is not None:
         text = "PRNG seed: the same seed and options give the same numbers"
         option(parser, "--seed", int, seed, text, SEED)
+    base = f"{DEFAULT_ROOT}/{command.replace(' ', '-')}"
     parser.add_argument(
         "--out",
         type=_folder,
-        default=f"flowsim-out/{command.replace(' ', '-')}",
+        default=None,
         help="folder of the results, created if needed (docs/results.md); it must be new, empty, or an earlier "
-        "run's folder with --replace",
+        f"run's folder with --replace{' or --resume' if resumable else ''} (default: a new folder per run, {base}, "
+        f"then {base}-2, {base}-3, ...: the first that does not exist or is empty; with "
+        f"{'--resume or ' if resumable else ''}--replace, the one of these whose run started last)%(default).0s",
     )
     parser.add_argument(
         "--replace",
         action="store_true",
         help="delete the earlier flowsim run found in --out (exactly the files it recorded) before this one; refused "
-        "if the folder holds anything else",
+        "if the folder holds anything else; without --out, the folder of the latest run",
     )
     if resumable:
         parser.add_argument(
             "--resume",
             action="store_true",
             help="continue the interrupted run in --out (the same arguments): its finished units are read back, "
-            "not computed again",
+            "not computed again; without --out, the folder of the latest run",
         )
     parser.add_argument(
         "--yes",
@@ -274,8 +324,14 @@ class _CommaSeparated:
             values = tuple(kind(part) for part in text.split(","))
         except ValueError:
             values = ()
-        if not values or not all(self.allowed.admits(value) for value in values):
-            raise argparse.ArgumentTypeError(f"must be comma-separated values, each {self.allowed.text}, got {text!r}")
+        refused = [value for value in values if not self.allowed.admits(value)]
+        if not values or refused:
+            # A value refused only for being subnormal is said so, as a single value is (`Allowed.check`).
+            why = subnormal_note(refused[0]) if refused and self.allowed.accepts(refused[0]) else ""
+            raise argparse.ArgumentTypeError(
+                f"must be comma-separated values, each {self.allowed.text}, got {text!r}"
+                + (f": {refused[0]!r} is {why}" if why else "")
+            )
         # One row per value in every table: a repeated value would be computed twice and listed twice.
         return tuple(sorted(set(values)))
 

@@ -33,7 +33,7 @@ from flowsim.tasks.slr._fixedpoints import fixed_points, fixed_points_on_manifol
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
 from flowsim.tasks.slr._maps import flow_by_rule, risk_by_rule
 from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
-from flowsim.tasks.slr._problem import ORACLE, Problem, ProblemOnManifold, distance_to_manifold
+from flowsim.tasks.slr._problem import LARGEST_LAM, ORACLE, Problem, ProblemOnManifold, distance_to_manifold
 from flowsim.tasks.slr._risk import oracle_risk, population_risk
 from flowsim.tasks.slr._sgd import ENGINES, MODES, run_sgd, vectors_with_overlaps
 from flowsim.tasks.slr._verify import CLAIM, default_settings, verify_convergence
@@ -45,6 +45,7 @@ __all__ = [
     "ENGINES",
     "EXPERIMENTS",
     "INITIALISATIONS",
+    "LARGEST_LAM",
     "MODES",
     "NORMALISATIONS",
     "ORACLE",

@@ -22,6 +22,8 @@ so it is computed once per point (`noise_statistics`) and shared by every state 
 """
 
 import dataclasses
+import functools
+import math
 import types
 from collections.abc import Callable
 
@@ -41,6 +43,7 @@ __all__ = [
     "AttentionMap",
     "as_attention_map",
     "attention_weights",
+    "check_scores",
     "informative_weights",
     "noise_statistics",
 ]
@@ -52,6 +55,9 @@ NORMALISATIONS = ("none", "tokens", "length")
 #: The scores at which a map is checked when it is made: -100 to 100 in steps of 0.1 (lam <X_l, k> stays
 #: within it at the paper's sizes: |lam chi| < 60 for lam <= 8, d = 80, a score within 4 standard deviations).
 SCORE_GRID = np.linspace(-100.0, 100.0, 2001)
+
+#: Score magnitudes a decade at which `check_scores` checks a map beyond `SCORE_GRID` (20: neighbours 12% apart).
+BEYOND_GRID_PER_DECADE = 20
 
 #: f is odd if |f(x) + f(-x)| <= ODD_TOLERANCE max(1, max |f|) on the grid (round-off of an odd formula).
 ODD_TOLERANCE = 1e-12
@@ -65,8 +71,9 @@ class AttentionMap(eqx.Module):
 
     The map is checked when it is made, on `SCORE_GRID` (-100 to 100 by 0.1): f must be finite there and so
     must its derivative (the flow differentiates it); a map normalised over the tokens needs f > 0 (log f
-    finite). Whether it is odd (w(-x) = -w(x), which makes (k, v) -> (-k, -v) a symmetry of the task, as for
-    erf) is found on the same grid, or checked there if declared.
+    finite). A `Problem` checks it again on the scores it meets, where they reach beyond (`check_scores`).
+    Whether it is odd (w(-x) = -w(x), which makes (k, v) -> (-k, -v) a symmetry of the task, as for erf) is
+    found on the same grid, or checked there if declared.
 
     A map is static in every jitted function: programs are compiled once per map. Two maps are equal when
     their name, functions and normalisation are: functions compare by identity, so define a map once and
@@ -128,7 +135,7 @@ class AttentionMap(eqx.Module):
     def weights(self, scores: Float[Array, "... L"]) -> Float[Array, "... L"]:
         """The weights w(scores) along the last axis (the tokens); scores are lam <X_l, k>."""
         if self.normalised:
-            return jax.nn.softmax(self.log_per_token(scores), axis=-1)
+            return _normalise(self.log_per_token(scores))[1]
         values = self.per_token(scores)
         return values / scores.shape[-1] if self.normalisation == "length" else values
 
@@ -176,12 +183,39 @@ def _check(attention: AttentionMap) -> bool:
     return bool(np.abs(f + f[::-1]).max() <= ODD_TOLERANCE * max(1.0, np.abs(f).max()))
 
 
-def _evaluate(where: str, label: str, function) -> np.ndarray:
-    """The function's values on `SCORE_GRID`, checked finite with a finite derivative (ValueError otherwise)."""
-    grid = jnp.asarray(SCORE_GRID)
+@functools.lru_cache(maxsize=256)  # a problem is made again and again (a sweep's, a schedule's at(t)): check once
+def check_scores(attention: AttentionMap, bound: float, meets: str) -> None:
+    """Check a map on the scores a run meets, beyond `SCORE_GRID` (checked when it was made): f, or log f for a map
+    normalised over the tokens, finite with a finite derivative at every score in [-bound, bound].
+
+    Past `SCORE_GRID` the scores are taken at `BEYOND_GRID_PER_DECADE` magnitudes a decade, of both signs: a map
+    finite on [-100, 100] and NaN or infinite beyond (e^x overflows past 709) is so on an interval of magnitudes,
+    which the grid meets. `Problem` checks a researcher's map so; the built-in ones are finite at every score.
+
+    **Arguments:** `attention`; `bound`: the largest score magnitude the run meets; `meets`: which run, and why it
+    meets scores that large, for the error (e.g. "a problem at lam = 50, d = 20 meets scores up to 1e3").
+
+    **Raises:** `InvalidInput` naming the map, the first score where it is not finite, and `meets`.
+    """
+    if bound <= SCORE_GRID[-1]:
+        return
+    decades = math.log10(bound / SCORE_GRID[-1])
+    magnitudes = np.geomspace(SCORE_GRID[-1], bound, max(2, math.ceil(BEYOND_GRID_PER_DECADE * decades) + 1))
+    grid = np.concatenate([-magnitudes[::-1], magnitudes])
+    where = f"AttentionMap {attention.name!r}"
+    label, function = ("log f", attention.log_per_token) if attention.normalised else ("f", attention.f)
+    demand = f"{meets}: it must be finite at every score from {-bound:.3g} to {bound:.3g}"
+    _evaluate(where, label, function, grid, demand)
+
+
+def _evaluate(where: str, label: str, function, grid: np.ndarray = SCORE_GRID, demand: str = "") -> np.ndarray:
+    """The function's values on `grid`, checked finite with a finite derivative (ValueError otherwise, saying
+    `demand`: by default, finite on the whole grid)."""
+    demand = demand or f"it must be finite at every score from {grid[0]:g} to {grid[-1]:g}"
+    scores = jnp.asarray(grid)
     try:
         # f acts elementwise, so its Jacobian is diagonal: one forward-mode pass gives every f'(x).
-        values, slopes = (np.asarray(a) for a in jax.jvp(function, (grid,), (jnp.ones_like(grid),)))
+        values, slopes = (np.asarray(a) for a in jax.jvp(function, (scores,), (jnp.ones_like(scores),)))
     except Exception as error:  # what a researcher's function raises is theirs: say which one failed, and how
         raise InvalidInput(
             f"{where}: {label} must be an elementwise function written with jax.numpy; "
@@ -198,10 +232,17 @@ def _evaluate(where: str, label: str, function) -> np.ndarray:
         bad = ~np.isfinite(array)
         if bad.any():
             raise InvalidInput(
-                f"{where}: {what} is not finite at x = {SCORE_GRID[np.argmax(bad)]:g} ({array[np.argmax(bad)]}); "
-                f"it must be finite at every score from {SCORE_GRID[0]:g} to {SCORE_GRID[-1]:g}"
+                f"{where}: {what} is not finite at x = {grid[np.argmax(bad)]:g} ({array[np.argmax(bad)]}); {demand}"
             )
     return values
+
+
+def _log_softplus(x):
+    """log softplus(x), finite at every finite x. softplus(x) = log(1 + e^x) underflows to 0 below x ~ -745
+    (softplus attention's risk was NaN from lam ~ 150 at L = 3); there log softplus(x) = x - e^x / 2 + O(e^{2x}),
+    which below x = -40 is x to double precision (e^x / 2 < 3e-18, under half an ulp of x)."""
+    low = x < -40.0
+    return jnp.where(low, x, jnp.log(jax.nn.softplus(jnp.where(low, 0.0, x))))
 
 
 #: The built-in maps by name (the command line's --attention choices); "erf" is the paper's (closed-form risk).
@@ -217,7 +258,7 @@ ATTENTION_MAPS = types.MappingProxyType(
                 "softplus",
                 jax.nn.softplus,
                 "tokens",
-                log_f=lambda x: jnp.log(jax.nn.softplus(x)),
+                log_f=_log_softplus,
                 odd=False,
                 check=False,
             ),
@@ -265,9 +306,7 @@ def noise_statistics(attention: AttentionMap, lam, u: Float[Array, "... n"], L: 
     normalisation "length"); f_l = f(lam u_l). Each of shape (...).
     """
     if attention.normalised:
-        log_f = attention.log_per_token(lam * u)
-        log_total = jax.nn.logsumexp(log_f, axis=-1)
-        p = jnp.exp(log_f - log_total[..., None])
+        log_total, p = _normalise(attention.log_per_token(lam * u))
         return log_total, jnp.sum(p * u, axis=-1), jnp.sum(p * p, axis=-1)
     w = _unnormalised(attention, lam * u, L)
     return jnp.zeros(w.shape[:-1]), jnp.sum(w * u, axis=-1), jnp.sum(w * w, axis=-1)
@@ -282,6 +321,23 @@ def informative_weights(attention: AttentionMap, score, statistics, L: int) -> t
         w1, rest = jax.nn.sigmoid(log_ratio), jax.nn.sigmoid(-log_ratio)
         return w1, rest * first, rest**2 * second
     return _unnormalised(attention, score, L), first, second
+
+
+def _normalise(log_values: Float[Array, "... L"]) -> tuple[Float[Array, "..."], Float[Array, "... L"]]:
+    """(log sum_l e^{a_l}, e^{a_l} / sum_j e^{a_j}) along the last axis, finite for any finite a, however large.
+
+    Shifted by the largest a_l, as `jax.nn.logsumexp` and `jax.nn.softmax` are, but with the largest term's shift
+    set to exactly 0 and every other one capped at 0. Compiled, XLA may fuse a score lam u into the shift as one
+    multiply-add, which leaves the largest term's shift at the product's rounding error instead of 0: about 1e4 at
+    lam = 1e20, whose exponential overflows (softmax's risk was NaN from lam ~ 1e20 at L = 3). The gradient is
+    theirs: the largest term's shift keeps its derivative, its value only is pinned.
+    """
+    largest = jax.lax.stop_gradient(jnp.max(log_values, axis=-1, keepdims=True))
+    shift = log_values - largest
+    shift = jnp.where(log_values == largest, shift - jax.lax.stop_gradient(shift), jnp.minimum(shift, 0.0))
+    terms = jnp.exp(shift)
+    total = jnp.sum(terms, axis=-1)  # >= 1: the largest term is e^0
+    return largest[..., 0] + jnp.log(total), terms / total[..., None]
 
 
 def _unnormalised(attention: AttentionMap, scores, L: int):

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from flowsim._checks import InvalidInput, as_key, check_count
+from flowsim._checks import SCALE, InvalidInput, as_key, check_count, check_entries, wrong_shape
 from flowsim.tasks.slr._attention import AttentionMap, attention_weights
 
 if TYPE_CHECKING:
@@ -99,14 +99,27 @@ def predict(
 
     **Arguments:**
 
-    - `X`: tokens, shape (..., L, d).
-    - `k`, `v`: key and value directions, shape (d,).
-    - `lam`: the inverse temperature.
+    - `X`: tokens, shape (..., L, d), L >= 1, finite.
+    - `k`, `v`: key and value directions, shape (d,), finite.
+    - `lam`: the inverse temperature, in [1e-50, 1e50] as `Problem.lam`.
     - `attention`: the weight map, an `AttentionMap` or a built-in one's name (default the paper's erf).
 
     **Returns:** T(X), shape (...).
     """
+    X, k, v, lam = _check_predictor(X, k, v, lam)
     return attend(X @ k, X @ v, lam, attention)
+
+
+def _check_predictor(X, k, v, lam):
+    """The arguments of `predict` as arrays, else InvalidInput naming the first that is not allowed."""
+    X, k, v = check_entries("X", X), check_entries("k", k), check_entries("v", v)
+    if k.ndim != 1:
+        raise wrong_shape("k", "(d,)", k.shape)
+    if v.shape != k.shape:
+        raise wrong_shape("v", f"(d,) = {k.shape}, k's", v.shape)
+    if X.ndim < 2 or X.shape[-2] < 1 or X.shape[-1:] != k.shape:
+        raise wrong_shape("X", f"(..., L, d) with L >= 1 tokens and d = {k.shape[0]}, k's size", X.shape)
+    return X, k, v, SCALE.check("lam", lam)
 
 
 def attend(key_projections, value_projections, lam, attention: AttentionMap | str = "erf"):
@@ -120,5 +133,10 @@ def squared_loss(key_projections, value_projections, y, lam, attention: Attentio
 
 
 def empirical_risk(X, y, k, v, lam, attention: AttentionMap | str = "erf") -> Float[Array, ""]:
-    """Mean squared error of the attention predictor on samples (X, y)."""
+    """Mean squared error of the attention predictor on samples (X, y): X (..., L, d) and y (...), at least one
+    sample; k, v, lam and attention as in `predict`."""
+    X, k, v, lam = _check_predictor(X, k, v, lam)
+    y = check_entries("y", y)
+    if y.shape != X.shape[:-2] or y.size < 1:
+        raise wrong_shape("y", f"{X.shape[:-2]}, one label per sequence of X (at least one)", y.shape)
     return squared_loss(X @ k, X @ v, y, lam, attention)

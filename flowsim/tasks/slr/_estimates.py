@@ -35,6 +35,13 @@ FLOW_SECONDS = 1.0
 RULE_FLOW_SECONDS = {"linear": 2.5e-7, "softmax": 3.5e-7, "sigmoid": 4.5e-7, "softplus": 5e-7, "relu": 2.1e-6}
 #: Values kept per saved state of a trajectory (the state, its risk, and the table's columns), in two copies.
 _SAVED_VALUES = 24
+#: Float64 values held per point of the portrait's streamline grid at its peak: the grid and the field (NumPy's
+#: copies of them, the device's blocks), the line widths, and matplotlib's streamplot's masked copies of the field
+#: in grid units and its speed. Measured (benchmarks/portrait_memory.py; BENCHMARKS.md, "The portrait's memory
+#: against its estimate"): the peak resident memory above a run at the default grid is 15.8, 17.1 and 19.1 values
+#: per point at grids 2500, 4000 and 6000 (NumPy's temporaries grow with the arrays; peak / estimate 1.17, 1.01,
+#: 1.02); 8 before, 2.5x short.
+STREAMLINE_VALUES = 20
 
 
 def _lower(*options: str | None) -> str:
@@ -234,8 +241,8 @@ def _flow(args):
 
 def _portrait(args):
     needs = [
-        Need(f"the streamline grid ({args.grid} x {args.grid} points, 8 values)", float_bytes(8, args.grid, args.grid),
-             _lower("--grid")),
+        Need(f"the streamline grid ({args.grid} x {args.grid} points, {STREAMLINE_VALUES} values each)",
+             float_bytes(STREAMLINE_VALUES, args.grid, args.grid), _lower("--grid")),
         saved_need("--trajectories", args.trajectories, 201, _lower("--trajectories")),
         *_rule_needs(args),
     ]  # fmt: skip

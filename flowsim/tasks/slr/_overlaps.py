@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from flowsim._checks import InvalidInput
+from flowsim._checks import InvalidInput, as_floats, check_entries, wrong_shape
 
 __all__ = ["OVERLAP_NAMES", "check_overlaps", "gram_matrix", "overlaps", "unrealizable", "validate_overlaps"]
 
@@ -18,13 +18,19 @@ def overlaps(k: Float[Array, "... d"], v: Float[Array, "... d"], truth) -> Float
 
     **Arguments:**
 
-    - `k`, `v`: key and value directions (unit vectors), with any leading axes.
-    - `truth`: the hidden directions (k*, v*), e.g. from `ground_truth`.
+    - `k`, `v`: key and value directions (unit vectors), shape (..., d) with any leading axes, finite.
+    - `truth`: the hidden directions (k*, v*), each of shape (d,), e.g. from `ground_truth`.
 
     **Returns:** (kappa, nu, theta, eta, rho) = `(<k,k*>, <v,v*>, <v,k*>, <k,v*>, <k,v>)`
     on a last axis of size 5.
     """
-    k_star, v_star = truth
+    k_star, v_star = (check_entries(f"truth.{name}", x) for name, x in zip(("k_star", "v_star"), truth, strict=True))
+    k, v = check_entries("k", k), check_entries("v", v)
+    if k_star.ndim != 1 or v_star.shape != k_star.shape:
+        raise wrong_shape("truth", "(d,) for both k_star and v_star", (k_star.shape, v_star.shape))
+    for name, x in (("k", k), ("v", v)):
+        if x.shape[-1:] != k_star.shape:
+            raise wrong_shape(name, f"(..., d) with d = {k_star.shape[0]}, truth's dimension", x.shape)
     return jnp.stack([k @ k_star, v @ v_star, v @ k_star, k @ v_star, jnp.sum(k * v, axis=-1)], axis=-1)
 
 
@@ -55,7 +61,7 @@ def check_overlaps(m, *, atol: float = 1e-10) -> np.ndarray:
     shape, a non-finite entry, an entry outside [-1, 1], or a Gram matrix of
     (k*, v*, k, v) that is not positive semidefinite.
     """
-    array = np.asarray(m, dtype=np.float64)
+    array = as_floats("overlaps", m)
     _check_shape(array)
     problems = unrealizable(array.reshape(-1, 5), atol=atol)
     if problems:

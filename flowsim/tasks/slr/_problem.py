@@ -5,6 +5,7 @@ The state is the five overlaps (kappa, nu, theta, eta, rho) = `(<k,k*>, <v,v*>, 
 """
 
 import math
+import types
 from typing import ClassVar
 
 import equinox as eqx
@@ -20,13 +21,22 @@ from flowsim.rosenbrock import Rodas5
 from flowsim.schedules import AbstractSchedule
 from flowsim.tasks.slr import _generated as generated
 from flowsim.tasks.slr._approach import RATE_FLOOR, TOLERANCE, edge_leads_to_sink
-from flowsim.tasks.slr._attention import ERF, AttentionMap, as_attention_map
+from flowsim.tasks.slr._attention import ATTENTION_MAPS, ERF, AttentionMap, as_attention_map, check_scores
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
 from flowsim.tasks.slr._maps import check_rule, rule_flow, rule_gradient, rule_jacobian, rule_risk
 from flowsim.tasks.slr._overlap_sgd import draw_step_noise, frame, renormalised_step, sgd_step
 from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, unrealizable
 
-__all__ = ["ORACLE", "PARAMETERS", "SYMBOLS", "Problem", "ProblemOnManifold", "distance_to_manifold"]
+__all__ = [
+    "LARGEST_LAM",
+    "ORACLE",
+    "PARAMETERS",
+    "SCORE_SPREAD",
+    "SYMBOLS",
+    "Problem",
+    "ProblemOnManifold",
+    "distance_to_manifold",
+]
 
 #: The oracle's overlaps; (k, v) -> (-k, -v) gives the same predictor.
 ORACLE = np.array([1.0, 1.0, 0.0, 0.0, 0.0])
@@ -60,7 +70,13 @@ TOKENS = Allowed("an integer in [1, 2**31 - 1]", lambda L: 1 <= L <= 2**31 - 1, 
 PARAMETERS = (
     Parameter("d", int, "token dimension d", DIMENSION, "$d$"),
     Parameter("L", int, "number of tokens L", TOKENS, "$L$"),
-    Parameter("lam", float, "inverse temperature lambda of the attention", SCALE, "$\\lambda$"),
+    Parameter(
+        "lam",
+        float,
+        "inverse temperature lambda of the attention (linear attention: at most 1e12)",
+        SCALE,
+        "$\\lambda$",
+    ),
     Parameter(
         "gamma",
         float,
@@ -69,6 +85,17 @@ PARAMETERS = (
     ),
     Parameter("eps", float, "standard deviation eps of the label noise", NOISE),
 )
+
+
+#: The largest lam a built-in map takes, where it is below lam's bound of 1e50. Linear attention's weights 1 + lam x
+#: mix a constant with a term of size lam; its risk and field stay finite to lam = 1e50 (size lam^2), but its flow's
+#: solver rejects more and more steps as lam grows: at d = 20, L = 3, 8 starts flowed to t = 100 take 94-114 steps at
+#: lam = 1e10, 276-1135 at 1e12, and 2 of them spend 8192 steps at 1e13 (at 1e14, one of 2 starts spends 2048 steps
+#: before t = 1): the command line's budget of 2e6 steps (about 8 s per 2048 steps) would run for about two hours.
+LARGEST_LAM = types.MappingProxyType({ATTENTION_MAPS["linear"]: 1e12})
+#: Standard deviations of a standardised score that `check_scores` covers beyond the rule's points: a Gaussian
+#: sample beyond 8 has probability 1e-15.
+SCORE_SPREAD = 8.0
 
 
 class _Parameters(AbstractTask):
@@ -112,6 +139,28 @@ class _Parameters(AbstractTask):
                 parameter.allowed.check(f"Problem.{parameter.name}", value)
         if self.rule is not None:
             check_rule(self.rule, self.L)
+        self._check_scores()
+
+    def _check_scores(self):
+        """lam within the map's own bound (`LARGEST_LAM`), and a researcher's map finite on the scores the problem's
+        risk, flow and SGD meet (`check_scores`): up to lam (s + max(1, gamma) U) in size, U the largest of the rule's
+        standardised points and `SCORE_SPREAD` (lam at t = 0 for a schedule: its largest value)."""
+        lam = self.lam(0.0) if isinstance(self.lam, AbstractSchedule) else self.lam
+        if not all(concrete(value) for value in (lam, self.d, self.gamma)):
+            return
+        lam = float(lam)
+        largest = LARGEST_LAM.get(self.attention)
+        if largest is not None and lam > largest:
+            raise InvalidInput(
+                f"lam must be at most {largest:g} for {self.attention.name} attention (its flow cannot be solved "
+                f"beyond: slr.LARGEST_LAM), got {lam:g}"
+            )
+        if any(self.attention is built_in for built_in in ATTENTION_MAPS.values()):
+            return  # finite at every score (tests/test_edges_numerics.py)
+        points = SCORE_SPREAD if self.rule is None else np.abs(np.asarray(self.rule.points)).max()
+        bound = lam * (math.sqrt(float(self.d) / 2) + max(1.0, float(self.gamma)) * max(SCORE_SPREAD, points))
+        meets = f"at lam = {lam:g}, d = {float(self.d):g}, gamma = {float(self.gamma):g} the scores reach {bound:.3g}"
+        check_scores(self.attention, bound, meets)
 
     @property
     def odd(self) -> bool:
@@ -184,7 +233,9 @@ class Problem(_Parameters):
 
     - `d`: token dimension, an integer in [2, 2^53].
     - `L`: number of tokens, an integer in [1, 2^31 - 1].
-    - `lam`: inverse temperature of the attention nonlinearity, in [1e-50, 1e50], or a schedule (starting there).
+    - `lam`: inverse temperature of the attention nonlinearity, in [1e-50, 1e50] (linear attention: at most 1e12,
+      `LARGEST_LAM`), or a schedule (starting there). A researcher's map must be finite, with its derivative, on
+      the scores the problem meets, up to lam (sqrt(d/2) + 8 max(1, gamma)) in size (`SCORE_SPREAD`: checked).
     - `gamma`: standard deviation of the informative token, in [1e-50, 1e50]
       (default sqrt(1/2): the informative token then has the same expected norm).
     - `eps`: standard deviation of the label noise, in [0, 1e50] (default 0).

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from flowsim._checks import InvalidInput, as_key, check_choice, check_count
+from flowsim._checks import InvalidInput, as_key, check_choice, check_count, wrong_shape
 from flowsim._interrupt import ctrl_c_stops, run_interruptibly
 from flowsim._memory import Need, check_fits
 from flowsim.integrate import traced
@@ -34,7 +34,7 @@ from flowsim.sgd import (
 from flowsim.sgd import run_sgd as run_chain
 from flowsim.tasks.slr._data import GroundTruth, empirical_risk, ground_truth, sample
 from flowsim.tasks.slr._overlap_sgd import frame
-from flowsim.tasks.slr._overlaps import overlaps
+from flowsim.tasks.slr._overlaps import overlaps, validate_overlaps
 from flowsim.tasks.slr._problem import Problem
 
 __all__ = ["DTYPES", "ENGINES", "MODES", "projected_step", "run_sgd", "vectors_with_overlaps"]
@@ -54,12 +54,19 @@ def vectors_with_overlaps(m, truth: GroundTruth, key) -> tuple[Array, Array]:
 
     **Arguments:**
 
-    - `m`: realizable overlaps, shape (5,); d must be >= 4.
-    - `truth`: the hidden directions.
+    - `m`: realizable overlaps (`check_overlaps`), shape (5,).
+    - `truth`: the hidden directions, of dimension d >= 4.
     - `key`: a JAX PRNG key or an integer seed for the complementary directions.
     """
+    if np.shape(m) != (5,):
+        raise wrong_shape("m", "(5,), one point (kappa, nu, theta, eta, rho)", np.shape(m))
+    validate_overlaps(m)
+    shapes = (truth.k_star.shape, truth.v_star.shape)
+    if len(shapes[0]) != 1 or shapes[0][0] < 4 or shapes[1] != shapes[0]:
+        # Two directions orthogonal to k* and v* carry the rest of k and v.
+        raise wrong_shape("truth", "(d,) with d >= 4 for both k_star and v_star", shapes)
     dtype = truth.k_star.dtype
-    g = jax.random.normal(key, (2, truth.k_star.shape[0]), dtype)
+    g = jax.random.normal(as_key(key), (2, truth.k_star.shape[0]), dtype)
     basis = [truth.k_star, truth.v_star]
     for vector in g:  # Gram-Schmidt of two Gaussian vectors against (k*, v*) and each other
         for b in basis:

@@ -147,6 +147,9 @@ def _flow_options(parser) -> None:
     _task_options(parser, "flow", **_POPULATION_DEFAULTS)
     schedule_option(parser, "alpha", _POPULATION.decay)
     option(parser, "--alpha", float, _POPULATION.alpha, "step size that maps steps to flow time (--decay)", POSITIVE)
+    read_only(
+        parser, ["--alpha"], "with --decay above 0 (the schedule's clock)", "add --decay", lambda args: args.decay > 0
+    )
     _init_option(parser, "initial overlaps")
     option(parser, "--n", int, 16, "number of trajectories", at_least(1))
     t_max = _POPULATION.alpha * _POPULATION.steps
@@ -158,8 +161,8 @@ def _flow_options(parser) -> None:
         default="auto",
         help="explicit Tsit5; linearly implicit Rodas5 (order 5) or Rosenbrock4 (order 4), or implicit Kvaerno5, "
         "for stiff flows; or auto: Rodas5 where the Jacobian at the starts and at (k*, v*) says Tsit5's stable "
-        "steps would cost more than Rodas5's (flowsim.integrate.choose_solver; for a map taken by a rule: the "
-        "task's Rodas5 at rtol 1e-5)",
+        "steps would cost more than Rodas5's or exceed --max-steps (flowsim.integrate.choose_solver; for a map "
+        "taken by a rule: the task's Rodas5 at rtol 1e-5)",
     )
     option(parser, "--max-steps", int, _FLOW_MAX_STEPS, "solver steps per trajectory before it fails", at_least(1))
 
@@ -177,6 +180,9 @@ def _portrait_options(parser) -> None:
     )
     option(parser, "--basin-t-max", float, 500.0, "horizon of the basin map's trajectories", POSITIVE)
     read_with(parser, "--basins", "--basin-n", "--basin-init", "--basin-t-max")
+    read_only(
+        parser, ["--t-max"], "with --trajectories above 0", "raise --trajectories", lambda args: args.trajectories > 0
+    )
 
 
 def _sgd_run_options(parser, seeds: int) -> None:
@@ -208,6 +214,13 @@ def _sgd_options(parser) -> None:
     )
     option(parser, "--n", int, None, "dataset size for --mode dataset (a multiple of --batch)", at_least(1))
     parser.add_argument("--dtype", choices=("float64", "float32"), default="float64", help="precision in R^d")
+    read_only(
+        parser,
+        ["--batch"],
+        "by --mode online and dataset (the population gradient takes no samples)",
+        "take another --mode",
+        lambda args: args.mode != "population",
+    )
 
 
 def _compare_options(parser) -> None:
@@ -449,7 +462,7 @@ def _choose_solver(args, problem, m0):
     from flowsim.integrate import Rodas5, Rosenbrock4, choose_solver
 
     if args.solver in ("auto", "tsit5"):  # the estimate decides auto and warns an explicit solve of a stiff flow
-        chosen, why = choose_solver(problem, m0, args.t_max)
+        chosen, why = choose_solver(problem, m0, args.t_max, max_steps=args.max_steps)
         if args.solver == "auto":
             print(f"flowsim {args.command}: {why}", file=sys.stderr)
             return chosen, type(chosen).__name__
@@ -562,6 +575,9 @@ def _sgd(args) -> int:
         raise InvalidInput("--mode dataset needs --n, the dataset size (a multiple of --batch)")
     if args.mode != "dataset" and args.n is not None:
         raise InvalidInput(f"--n is the dataset size of --mode dataset: --mode {args.mode} draws no dataset")
+    if args.mode == "dataset" and args.n % args.batch:
+        # Before the run's folder and its estimate are said (`run_sgd` names its arguments, not these options).
+        raise InvalidInput(f"--batch {args.batch} must divide --n {args.n}, the dataset size of --mode dataset")
     record = _record(args)
     what = f"{args.mode} SGD ({args.engine} engine), {args.steps} steps x {args.seeds} seeds, d = {problem.d}"
     with record.phase("sgd", what):

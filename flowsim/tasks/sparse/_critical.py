@@ -21,7 +21,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from flowsim._checks import InvalidInput, as_key, check_choice, check_count, check_positive
+from flowsim._checks import (
+    InvalidInput,
+    as_key,
+    check_choice,
+    check_count,
+    check_entries,
+    check_positive,
+    wrong_shape,
+    zeros_and_ones,
+)
 from flowsim.tasks.sparse._data import SparseTarget, evaluate_target, sample_bits, training_set
 from flowsim.tasks.sparse._limits import information_limit
 from flowsim.tasks.sparse._train import LEARNERS, group_elements, on_accelerator, train
@@ -61,8 +70,12 @@ class CriticalSize(eqx.Module):
 
 
 def success_rates(success: np.ndarray) -> np.ndarray:
-    """The share of successful seeds at each sample size, (sizes,)."""
-    return np.asarray(success, float).mean(axis=-1)
+    """The share of successful seeds at each sample size, (sizes,), from `success` (sizes, seeds >= 1): booleans,
+    or 0 and 1."""
+    success = np.asarray(check_entries("success", success, "booleans (or 0 and 1)", zeros_and_ones))
+    if success.ndim < 1 or success.shape[-1] < 1:
+        raise wrong_shape("success", "(sizes, seeds) with seeds >= 1", success.shape)
+    return success.astype(float).mean(axis=-1)
 
 
 def _critical(m: np.ndarray, success: np.ndarray) -> float:

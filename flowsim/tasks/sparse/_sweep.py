@@ -18,7 +18,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from flowsim._checks import InvalidInput, as_key, at_least, check_count
+from flowsim._checks import InvalidInput, as_floats, as_key, at_least, check_count, check_entries, wrong_shape
 from flowsim.tasks.sparse._critical import critical_sample_size
 from flowsim.tasks.sparse._data import SparseTarget
 from flowsim.tasks.sparse._limits import erm_identifiability, information_limit
@@ -122,21 +122,31 @@ def _law_jacobian(formula):
 def fit_scaling(T, m, sigma=None) -> dict[str, Fit]:
     """Fits of m* against T by the laws of `LAWS`, weighted by the noise of each m*.
 
-    **Arguments:** `T`, `m` (m* at each T, finite); `sigma` (the standard error of each m*, e.g. from
-    `critical_sigma`; default: unit weights, ordinary least squares).
+    **Arguments:** `T` (finite, > 0, at least as many distinct values as a law has parameters), `m` (m* at each
+    T, at least 3, finite and > 0); `sigma` (the standard error of each m*, e.g. from `critical_sigma`; default:
+    unit weights, ordinary least squares).
 
     **Returns:** {"constant": ..., "log": ..., "linear": ..., "power": ...}, each a `Fit`.
     """
+    m = as_floats("m", m)
+    if m.ndim != 1 or len(m) < 3 or not (np.isfinite(m) & (m > 0)).all():
+        raise InvalidInput(f"m must hold at least 3 finite values of m*, each > 0, got {m.tolist()}")
+    T = np.asarray(check_entries("T", T, "finite numbers > 0", lambda T: np.isfinite(T) & (T > 0)), float)
+    if T.shape != m.shape:
+        raise wrong_shape("T", f"{m.shape}, one T per m*", T.shape)
+    parameters = max(k for _, k in LAWS.values())
+    if len(np.unique(T)) < parameters:  # else a law's parameters are not determined: infinite intervals
+        raise InvalidInput(
+            f"T must hold at least {parameters} distinct values, as many as the parameters of the laws "
+            f"{', '.join(formula for formula, k in LAWS.values() if k == parameters)}, got {T.tolist()}"
+        )
+    known = sigma is not None
+    sigma = np.ones_like(m) if sigma is None else as_floats("sigma", sigma)
+    if sigma.shape != m.shape or not (np.isfinite(sigma) & (sigma > 0)).all():
+        raise InvalidInput(f"sigma must hold one positive number per m* (finite), got {sigma.tolist()}")
     import scipy.optimize  # here, not at import: with scipy.stats, 0.4-0.65 s of every command's start-up
     import scipy.stats
 
-    T, m = np.asarray(T, float), np.asarray(m, float)
-    if len(T) < 3 or not np.isfinite(m).all():
-        raise ValueError(f"fitting needs at least 3 finite values of m*, got {m.tolist()}")
-    known = sigma is not None
-    sigma = np.ones_like(m) if sigma is None else np.asarray(sigma, float)
-    if sigma.shape != m.shape or not (sigma > 0).all():
-        raise ValueError(f"sigma must hold one positive number per m*, got {sigma.tolist()}")
     fits = {}
     for name, (formula, k) in LAWS.items():
         law = _law(formula)
@@ -320,8 +330,8 @@ def read_sweep(*folders) -> Sweep:
 
     **Returns:** a `Sweep` (`seconds`: each learner's computing time, summed over the runs that report it).
     """
+    from flowsim._runfolder import UNITS, earlier_run, unchanged
     from flowsim._stored import load_unit
-    from flowsim.results import UNITS, earlier_run
 
     if not folders:
         raise InvalidInput("read_sweep needs at least one folder")
@@ -331,11 +341,13 @@ def read_sweep(*folders) -> Sweep:
     sizes = set()
     for folder in map(Path, folders):
         record = earlier_run(folder)
-        if record is None or record.get("parameters", {}).get("command") != "sparse sweep":
+        if record is None or record["parameters"].get("command") != "sparse sweep":
             raise InvalidInput(f"{folder} holds no run of flowsim sparse sweep (its run.json)")
         sizes.add(record["parameters"]["s"])
-        for name in record.get("units", []):
+        for name in record["units"]:
             path = folder / UNITS / f"{name}.npz"
+            if unchanged(folder, record, path.relative_to(folder).as_posix()) is False:
+                raise InvalidInput(f"{path} is no longer what flowsim wrote (damaged, or another file)")
             if name.startswith("erm-T"):
                 erm.setdefault(int(name[5:]), float(np.median(load_unit(path)["trials"])))
             elif name.split("-")[0] in LEARNERS:

@@ -26,7 +26,16 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, Int
 
-from flowsim._checks import InvalidInput, as_key, check_choice, check_count, check_positive
+from flowsim._checks import (
+    InvalidInput,
+    as_key,
+    check_choice,
+    check_count,
+    check_entries,
+    check_positive,
+    wrong_shape,
+    zeros_and_ones,
+)
 from flowsim.tasks.sparse._model import AttentionHead, BitsMLP, OneLayerTransformer
 
 __all__ = ["DEFAULTS", "LEARNERS", "LOSS_THRESHOLD", "PATIENCE", "PLATEAU", "L1Fit", "TrainingRun", "fit_l1", "train"]
@@ -365,15 +374,20 @@ def fit_l1(x, y, *, l1_scale: float = DEFAULTS["l1"]["l1_scale"]) -> L1Fit:
     loss (scikit-learn's C = 1 / (lambda m)): the rate of Ng (ICML 2004), set by the training set's shape
     only. A training set of one class gets the constant predictor of that class.
 
-    **Arguments:** `x` (m samples of T bits), `y` (their labels), `l1_scale`.
+    **Arguments:** `x` (m >= 1 samples of T >= 2 bits, finite), `y` (their labels, 0 or 1), `l1_scale` > 0.
 
     **Returns:** an `L1Fit`.
     """
-    from sklearn.exceptions import ConvergenceWarning
+    x = np.asarray(check_entries("x", x), float)
+    if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 2:
+        raise wrong_shape("x", "(m, T) with m >= 1 samples and T >= 2 bits", x.shape)
+    y = np.asarray(check_entries("y", y, "labels 0 or 1", zeros_and_ones), float)
+    if y.shape != x.shape[:1]:
+        raise wrong_shape("y", f"(m,) = {x.shape[:1]}, one label per row of x", y.shape)
+    (m, T), l1_scale = x.shape, check_positive("l1_scale", l1_scale)
+    from sklearn.exceptions import ConvergenceWarning  # after the checks: a refusal needs no scikit-learn
     from sklearn.linear_model import LogisticRegression
 
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    (m, T), l1_scale = x.shape, check_positive("l1_scale", l1_scale)
     lam = l1_scale * math.sqrt(math.log(T) / m)
     if len(np.unique(y)) < 2:
         return L1Fit(np.zeros(T), 30.0 * (2 * y[0] - 1), 0, True, lam)
