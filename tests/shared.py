@@ -6,6 +6,7 @@ import signal
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from flowsim import slr
 
@@ -37,3 +38,17 @@ def compiles_nothing(caplog):
     with jax.log_compiles(True), caplog.at_level(logging.WARNING):
         yield
     assert [record.getMessage() for record in caplog.records if "compil" in record.getMessage()] == []
+
+
+def check_command_line(parser, arguments: list[str], where: str, capsys) -> None:
+    """`flowsim ARGUMENTS` parsed by `parser` (`flowsim.cli._parser()`) and checked as the executable does before any
+    work (`flowsim.commands.options.check`); a refusal, or an option the command lacks, fails the test naming
+    `where` (a documentation page and its line)."""
+    from flowsim.commands.options import check
+
+    try:
+        args, unknown = parser.parse_known_args(arguments)
+    except SystemExit:
+        pytest.fail(f"{where} is refused: {capsys.readouterr().err.strip()}")
+    assert not unknown, f"{where}: its command has no {' '.join(unknown)}"
+    check(args)

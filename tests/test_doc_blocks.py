@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared import check_command_line
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *(f"docs/{page.name}" for page in sorted((REPOSITORY / "docs").glob("*.md")))]
 #: Fenced blocks in these languages are not code.
@@ -104,7 +106,6 @@ def test_every_block_is_code_or_marked(page, capsys, tmp_path, monkeypatch):
     """No JAX: each block's mark read, its Python compiled, and its `flowsim` lines, made smaller, parsed and checked
     as the executable does (an option a `smaller` mark adds that the command lacks, or a value it refuses, fails)."""
     from flowsim.cli import _parser
-    from flowsim.commands.options import check
 
     monkeypatch.chdir(tmp_path)
     parser = _parser()
@@ -118,12 +119,7 @@ def test_every_block_is_code_or_marked(page, capsys, tmp_path, monkeypatch):
             if not (command := re.match(r"\s*(?:\w+=\S*\s+)*flowsim\s+(.*)", line.split(" #")[0])):
                 continue
             arguments = re.split(r"\s*&", command.group(1))[0].split()
-            try:
-                args, unknown = parser.parse_known_args(arguments)
-            except SystemExit:
-                pytest.fail(f"{where}: `flowsim {' '.join(arguments)}` is refused: {capsys.readouterr().err.strip()}")
-            assert not unknown, f"{where}: `flowsim {' '.join(arguments)}`: no option {' '.join(unknown)}"
-            check(args)
+            check_command_line(parser, arguments, f"{where}: `flowsim {' '.join(arguments)}`", capsys)
 
 
 @pytest.mark.skipif(

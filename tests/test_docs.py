@@ -28,6 +28,7 @@ import flowsim
 from flowsim import slr
 from flowsim.tasks import latent, sparse
 from tests.browser import Browser, PageReport, find_chromium, serve
+from tests.shared import check_command_line
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -264,7 +265,6 @@ def test_every_command_line_a_page_quotes_is_accepted(page, tmp_path, monkeypatc
     an option it lacks, fails here. Lines with placeholders (COMMAND, DIR, FILE.py:NAME) are skipped; a researcher's
     map file the page names (mymaps.py) is made in an empty working folder."""
     from flowsim.cli import _parser
-    from flowsim.commands.options import check
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mymaps.py").write_text("")
@@ -276,11 +276,6 @@ def test_every_command_line_a_page_quotes_is_accepted(page, tmp_path, monkeypatc
         arguments = line.split()[1:]
         if not arguments or any(_placeholder(argument) for argument in arguments) or "--help" in arguments:
             continue
-        try:
-            args, unknown = parser.parse_known_args(arguments)
-        except SystemExit:
-            pytest.fail(f"{page}: `{line}` is refused: {capsys.readouterr().err.strip()}")
-        assert not unknown, f"{page}: `{line}`: its command has no {' '.join(unknown)}"
-        check(args)
+        check_command_line(parser, arguments, f"{page}: `{line}`", capsys)
         checked += 1
     assert checked or page != "README.md"

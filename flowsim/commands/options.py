@@ -10,7 +10,7 @@ from pathlib import Path
 
 from flowsim._checks import NON_NEGATIVE, SEED, Allowed, subnormal_note
 from flowsim._memory import check_work, held_announcements
-from flowsim.results import earlier_run
+from flowsim._runfolder import earlier_run
 
 __all__ = [
     "Command",
