@@ -6,8 +6,6 @@ projected flow dx/dt = 2 (I - x x^T) A x, exact solution x(t) = e^{2At} x0 / |e^
 A + noise / sqrt(batch) (a symmetric Gaussian matrix), an unbiased gradient.
 """
 
-import ast
-from pathlib import Path
 from types import SimpleNamespace
 from typing import ClassVar
 
@@ -159,16 +157,3 @@ def test_experiment_runner_summarises_and_reports_divergences():
     failures = result.failures()
     assert result.summary.diverged == 4 and [f.index for f in failures] == [0, 1, 2, 3]
     assert all(f.status is flowsim.Status.DIVERGED and f.step == 50 for f in failures)
-
-
-def test_no_engine_module_imports_a_task():
-    """Every engine module of flowsim (not the tasks, not the front end) imports no task package."""
-    root = Path(flowsim.__file__).parent
-    engine = [path for path in root.glob("*.py") if path.name != "__init__.py"]
-    assert len(engine) >= 12
-    for path in engine:
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
-            assert not any(name.startswith("flowsim.tasks") for name in names), f"{path.name} imports {names}"

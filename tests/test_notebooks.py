@@ -224,7 +224,7 @@ class Run:
 #: Seconds a kernel's reply may wait unnoticed by its client. nbclient waits for a cell's reply in one poll of the
 #: shell channel, as long as the cell's timeout, and that poll at times misses the reply's arrival and sees it only
 #: when it times out (nbclient issue 312): notebook 3 then sat idle for five minutes after its slider cell, in most
-#: runs of the suite (BENCHMARKS.md, 2026-11-28, afternoon). Polled in slices, a missed arrival costs one slice.
+#: runs of the suite (BENCHMARKS.md, "Notebook 3's idle minutes"). Polled in slices, a missed arrival costs one slice.
 SHELL_POLL_SECONDS = 1.0
 
 
@@ -268,7 +268,7 @@ def execute(name: str) -> Run:
     return Run(notebook, json.loads(line.removeprefix(_READOUT_MARK)), None)
 
 
-#: Each notebook's run in seconds of CPU, user and system (BENCHMARKS.md, "2026-11-30, later": one at a time on the
+#: Each notebook's run in seconds of CPU, user and system (BENCHMARKS.md, "The notebooks' costs": one at a time on the
 #: 2-core machine, from an empty compilation cache they shared, in the order 04, 05, 07, 03, 06, 01; 02 an earlier
 #: figure): the kernels start with the longest, so that the two running at a time end about together and the last
 #: ones to start are short.

@@ -185,7 +185,7 @@ def run_comparison(record, run, prefix: str, *, progress: bool, reference: str =
 
 def write_verify(record, report, task, prefix: str) -> None:
     """A verify report: tables written, failures recorded, the claim in the summary, the report printed."""
-    from flowsim import format_report
+    from flowsim.verify import format_report
 
     table, attractors = verify_tables(report, task)
     record.write_csv(f"{prefix}verify.csv", table)

@@ -27,7 +27,7 @@ TOLERANCE = Allowed("a number in (0, 1)", lambda x: 0 < x < 1)
 #: (d = 400, L = 10) is below 1e-39 in exact arithmetic, and the default rule gives it as 1.4e-16 at most: float64's
 #: rounding of the rule's sum. The floor is 7 000 times that. Softmax's smallest rate there is 7.5e-8 and sigmoid's
 #: 2.5e-10; five independent Sobol rules (seeds 0-2, 2^14 to 2^18 points) agree on both to 0.5 % (BENCHMARKS.md,
-#: "2026-11-30, later").
+#: "The rates on M's edge").
 RATE_FLOOR = 1e-12
 
 #: The grid's values of kappa: 128 equal steps over [0, 1), and 13 more closing in on 1 (1 - 1e-2 to 1 - 1e-8),

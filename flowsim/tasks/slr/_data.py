@@ -1,7 +1,7 @@
 """Hidden directions, the sampler and the attention predictor in R^d (any weight map of `_attention`)."""
 
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -9,9 +9,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from flowsim._checks import SCALE, InvalidInput, as_key, check_count, check_entries, wrong_shape
 from flowsim.tasks.slr._attention import AttentionMap, attention_weights
-
-if TYPE_CHECKING:
-    from flowsim.tasks.slr._problem import Problem
+from flowsim.tasks.slr._parameters import Parameters
 
 __all__ = ["Batch", "GroundTruth", "attend", "empirical_risk", "ground_truth", "predict", "sample"]
 
@@ -53,7 +51,7 @@ def _ground_truth(key, d):
     return GroundTruth(k_star, v_star / jnp.linalg.norm(v_star))
 
 
-def sample(problem: "Problem", truth: GroundTruth, key: PRNGKeyArray, n: int, dtype=jnp.float64) -> Batch:
+def sample(problem: Parameters, truth: GroundTruth, key: PRNGKeyArray, n: int, dtype=jnp.float64) -> Batch:
     """Draw n sequences of single-location regression (docs/science.md section 1).
 
     J0 is uniform on the L positions; the informative token is N(s k*, gamma^2 I),

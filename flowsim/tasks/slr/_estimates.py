@@ -16,8 +16,8 @@ from flowsim._memory import Cost, Need, float_bytes
 __all__ = ["COMMANDS", "advantage_work", "bayes_work", "rule_points", "sgd_steps", "sgd_work"]
 
 #: Seconds of the exact online-SGD chain on the overlaps per (seed x step x sample x token): the paper's SGD run,
-#: 15.3 s alone on the 2 cores for 30 seeds x 200 000 steps x batch 5 x L 10 (BENCHMARKS.md, issue 5): 5.1e-8,
-#: rounded up (compilation included).
+#: 15.3 s alone on the 2 cores for 30 seeds x 200 000 steps x batch 5 x L 10 (BENCHMARKS.md, "Estimates before
+#: work"): 5.1e-8, rounded up (compilation included).
 CHAIN_SECONDS = 1e-7
 #: Seconds of online SGD with vectors in R^d per (seed x step x sample x token x dimension).
 VECTOR_SECONDS = 2.5e-8
@@ -28,7 +28,7 @@ MAP_SECONDS = 1.1e-5
 #: Seconds of the gradient flow per trajectory (erf attention, to t = 1000: 66 s for 64), and per (trajectory x
 #: rule point x unit of time) for each map whose risk is taken by a rule over the L scores: the full `flowsim
 #: advantage` run, alone on the 2 cores, 7 x 64 flows to t = 100 with 4096 Sobol' points per map, its SGD runs
-#: included (BENCHMARKS.md, "Rule-based flows before and after the means of monomials"): linear 40 s, 2.2e-7;
+#: included (BENCHMARKS.md, "Estimates before work"): linear 40 s, 2.2e-7;
 #: softmax 61 s, 3.3e-7; sigmoid 77 s, 4.2e-7; softplus 84 s, 4.6e-7; relu, the slowest (its kinks cost steps),
 #: 383 s, 2.1e-6. Rounded up; a researcher's map, whose cost is unknown, is counted as the slowest.
 FLOW_SECONDS = 1.0

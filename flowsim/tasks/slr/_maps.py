@@ -13,7 +13,6 @@ gives those means and their derivatives in kappa (forward mode), the rest of eve
 """
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import equinox as eqx
 import jax
@@ -26,9 +25,7 @@ from flowsim.quadrature import GaussianRule, default_rule
 from flowsim.tasks.slr import _generated_maps as generated
 from flowsim.tasks.slr._attention import informative_weights, noise_statistics
 from flowsim.tasks.slr._overlaps import validate_overlaps
-
-if TYPE_CHECKING:
-    from flowsim.tasks.slr._problem import Problem
+from flowsim.tasks.slr._parameters import Parameters
 
 __all__ = ["check_rule", "flow_by_rule", "risk_by_rule", "rule_flow", "rule_gradient", "rule_jacobian", "rule_risk"]
 
@@ -42,7 +39,7 @@ def check_rule(rule: GaussianRule, L: int) -> GaussianRule:
     return rule
 
 
-def _moments(problem: "Problem", kappa, rule: GaussianRule, t) -> Float[Array, " means"]:
+def _moments(problem: Parameters, kappa, rule: GaussianRule, t) -> Float[Array, " means"]:
     """The rule's means of each weight factor times each power of u1 (`risk_from_moments`' arguments) at kappa.
 
     J0 = 1: the informative token's score is s kappa + gamma u_1, the noise tokens' are u_2..u_L. Their
@@ -57,16 +54,16 @@ def _moments(problem: "Problem", kappa, rule: GaussianRule, t) -> Float[Array, "
     return (factors.T @ (rule.weights[:, None] * generated.score_powers(u1))).ravel()
 
 
-def _risk_from(problem: "Problem", moments, point) -> Float[Array, ""]:
+def _risk_from(problem: Parameters, moments, point) -> Float[Array, ""]:
     return generated.risk_from_moments(*moments, *point, problem.d, problem.gamma, problem.eps)
 
 
-def rule_risk(problem: "Problem", point: Float[Array, "5"], rule: GaussianRule, t) -> Float[Array, ""]:
+def rule_risk(problem: Parameters, point: Float[Array, "5"], rule: GaussianRule, t) -> Float[Array, ""]:
     """The rule's mean of the conditional risk at one overlap point (traceable, unchecked)."""
     return _risk_from(problem, _moments(problem, point[0], rule, t), point)
 
 
-def _local_risk(problem: "Problem", point, rule: GaussianRule, t, order: int) -> Callable:
+def _local_risk(problem: Parameters, point, rule: GaussianRule, t, order: int) -> Callable:
     """A closed-form function of the overlaps whose derivatives up to `order` (1 or 2) at `point` are the risk's.
 
     The risk is linear in the monomials' means, which depend on kappa alone: with the means replaced by
@@ -97,17 +94,17 @@ def _projected(risk: Callable) -> Callable:
     return lambda m: generated.projected_flow(*m, *jax.grad(risk)(m))
 
 
-def rule_gradient(problem: "Problem", point: Float[Array, "5"], rule: GaussianRule, t) -> Float[Array, "5"]:
+def rule_gradient(problem: Parameters, point: Float[Array, "5"], rule: GaussianRule, t) -> Float[Array, "5"]:
     """The gradient of `rule_risk` with respect to the overlaps at one point."""
     return jax.grad(_local_risk(problem, point, rule, t, order=1))(point)
 
 
-def rule_flow(problem: "Problem", point: Float[Array, "5"], rule: GaussianRule, t) -> Float[Array, "5"]:
+def rule_flow(problem: Parameters, point: Float[Array, "5"], rule: GaussianRule, t) -> Float[Array, "5"]:
     """The projected gradient flow at one overlap point: the risk's gradient, then the sphere projection."""
     return generated.projected_flow(*point, *rule_gradient(problem, point, rule, t))
 
 
-def rule_jacobian(problem: "Problem", point: Float[Array, "5"], rule: GaussianRule, t) -> Float[Array, "5 5"]:
+def rule_jacobian(problem: Parameters, point: Float[Array, "5"], rule: GaussianRule, t) -> Float[Array, "5 5"]:
     """The Jacobian of `rule_flow` at one overlap point, [i, j] = d flow_i / d overlap_j."""
     return jax.jacfwd(_projected(_local_risk(problem, point, rule, t, order=2)))(point)
 
@@ -127,7 +124,7 @@ def _arguments(problem, m, rule, check) -> tuple[Array, GaussianRule]:
 
 
 def risk_by_rule(
-    problem: "Problem",
+    problem: Parameters,
     m: Float[ArrayLike, "... 5"],
     *,
     rule: GaussianRule | None = None,
@@ -153,7 +150,7 @@ def risk_by_rule(
 
 
 def flow_by_rule(
-    problem: "Problem",
+    problem: Parameters,
     m: Float[ArrayLike, "... 5"],
     *,
     rule: GaussianRule | None = None,

@@ -704,7 +704,7 @@ def _verify(args) -> int:
 def _reproduce(args) -> int:
     import jax
 
-    from flowsim import summary_table
+    from flowsim.experiments import summary_table
 
     chosen = [_EXPERIMENTS[name] for name in args.only] if args.only else list(slr.EXPERIMENTS)
     record = _record(args)

@@ -21,12 +21,12 @@ SPAN = Allowed("a number in (1, 1e4]", lambda x: 1 < x <= 1e4)
 #: took about 25 s on the idle 2-core CPU (one compiled draw per target, identification by pair products).
 ERM_SECONDS = 2e-5
 #: Seconds of an attention head's training per (run x round x step x padded sample x token), over the runs of a
-#: (learner, budget, T) unit: measured by the default sweep on the idle 2-core CPU (BENCHMARKS.md, issue 24: 1000
-#: steps at T = 128 and 256, 48 s and 83 s for 3 rounds of 60 runs at m <= 152 and 176), after `UNIT_SECONDS`
-#: of compiling its programs (about 25 s a unit at T <= 64, where the training itself is negligible). The other
-#: learners' cost per element relative to the head's (the Transformer: ten heads' work, measured 10.5 x at
-#: T = 4096 by benchmarks/sparse_training.py; the l1 control: a solver run to its tolerance, no compiling, counted
-#: as 30 steps: 37 s at T = 4096 in the default sweep).
+#: (learner, budget, T) unit: measured by the default sweep on the idle 2-core CPU (BENCHMARKS.md, "Estimates before
+#: work": 1000 steps at T = 128 and 256, 48 s and 83 s for 3 rounds of 60 runs at m <= 152 and 176), after
+#: `UNIT_SECONDS` of compiling its programs (about 25 s a unit at T <= 64, where the training itself is negligible).
+#: The other learners' cost per element relative to the head's (the Transformer: ten heads' work, measured 10.5 x
+#: at T = 4096 by benchmarks/sparse_training.py; the l1 control: a solver run to its tolerance, no compiling,
+#: counted as 30 steps: 37 s at T = 4096 in the default sweep).
 HEAD_ELEMENT_SECONDS = 6e-9
 UNIT_SECONDS = 25.0
 RELATIVE = {"head": 1.0, "mlp": 4.0, "transformer": 10.0, "l1": 1.0}
