@@ -29,7 +29,15 @@ from scipy.special import ndtri
 
 from flowsim._checks import InvalidInput, at_least, check_count
 
-__all__ = ["MAX_PRODUCT_POINTS", "SOBOL_DIMENSIONS", "GaussianRule", "default_rule", "gauss_hermite", "sobol"]
+__all__ = [
+    "MAX_PRODUCT_POINTS",
+    "SOBOL_DIMENSIONS",
+    "GaussianRule",
+    "default_rule",
+    "gauss_hermite",
+    "product",
+    "sobol",
+]
 
 #: The most points `default_rule` spends on a product rule before it takes a Sobol' set instead.
 MAX_PRODUCT_POINTS = 4096
@@ -126,3 +134,16 @@ def default_rule(m: int, points: int = DEFAULT_SOBOL_POINTS) -> GaussianRule:
     if order >= MIN_ORDER:
         return gauss_hermite(m, order)
     return sobol(m, points)
+
+
+def product(first: GaussianRule, second: GaussianRule) -> GaussianRule:
+    """The product of two rules: E[f(Z1, Z2)] over independent Z1 ~ N(0, I_m1), Z2 ~ N(0, I_m2).
+
+    Points are (first's coordinates, then second's), first.size x second.size of them. A rule of different
+    orders per coordinate (many points where the integrand varies, one where it does not) is made this way.
+    """
+    points = jnp.concatenate(
+        [jnp.repeat(first.points, second.size, axis=0), jnp.tile(second.points, (first.size, 1))], axis=1
+    )
+    weights = jnp.outer(first.weights, second.weights).ravel()
+    return GaussianRule(points, weights, f"{first.name} x {second.name}")
