@@ -203,3 +203,25 @@ def test_unrealizable_seven_names_the_gram():
 def test_bad_input_names_the_field(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_fixed_points_on_the_plane():
+    """spiked-SLR(3), L = 2 (order-24 rule): softmax's only sink on the plane is its Bayes point (to the rule's
+    error: 2e-4 in a, 6e-4 in Q_k), stable in all seven directions; linear attention's sink is elsewhere and
+    above the Bayes risk."""
+    from flowsim.tasks.slr._family_fixedpoints import family_fixed_points
+
+    data = slr.spiked_slr(3.0, 2)
+    rules = (gauss_hermite(2, 24),)
+    bayes = float(slr.family_bayes_risk(data))
+    found = {
+        name: family_fixed_points(slr.FamilyProblem(data, name, rules=rules), grid=(7, 5))
+        for name in ("softmax", "linear")
+    }
+    sinks = [point for point in found["softmax"] if point.kind == "sink"]
+    assert len(sinks) == 1
+    np.testing.assert_allclose(sinks[0].point, slr.bayes_point(data), atol=1e-3)
+    assert np.all(sinks[0].eigenvalues.real < 0)
+    np.testing.assert_allclose(sinks[0].value, bayes, rtol=1e-5)  # the order-24 rule: 2.4e-6
+    linear = [point for point in found["linear"] if point.kind == "sink"]
+    assert len(linear) == 1 and linear[0].value > 1.5 * bayes

@@ -31,6 +31,7 @@ from flowsim.tasks.slr._experiments import (
 )
 from flowsim.tasks.slr._family import DataModel, Lengths, MaxTokens, SpikedTokens, marion_slr, max_slr, spiked_slr
 from flowsim.tasks.slr._family_data import FamilyBatch, family_predict, family_sample
+from flowsim.tasks.slr._family_fixedpoints import family_fixed_points
 from flowsim.tasks.slr._family_problem import (
     FamilyOnPlane,
     FamilyProblem,
@@ -102,6 +103,7 @@ __all__ = [
     "empirical_risk",
     "experiment_figure",
     "family_bayes_risk",
+    "family_fixed_points",
     "family_predict",
     "family_sample",
     "fit_linear",
