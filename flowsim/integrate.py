@@ -449,8 +449,9 @@ EXPLICIT_STABILITY = 3.5
 
 #: Steps per unit of time `Rodas5` needs for accuracy alone at rtol = 1, scaled by rtol^(-1/4) (its step counts
 #: grow so: the controller keeps its order-4 error estimate within rtol): the largest of a batch's step counts (a
-#: vmapped batch steps until its slowest trajectory ends) on single-location regression to t = 100 (BENCHMARKS.md):
-#: at d = 400, 575 at rtol 1e-8 and 2 176 at 1e-10 (B = 2000), 93 at 1e-5 (B = 64); at d = 40 000, 3 485 at 1e-10.
+#: vmapped batch steps until its slowest trajectory ends) on single-location regression to t = 100, measured
+#: 2026-11 (git history of BENCHMARKS.md, "Flow throughput"): at d = 400, 575 at rtol 1e-8 and 2 176 at 1e-10
+#: (B = 2000), 93 at 1e-5 (B = 64); at d = 40 000, 3 485 at 1e-10.
 ACCURACY_STEPS = 0.07
 #: What a `Rodas5` step costs in explicit (Tsit5) steps: one Jacobian, one 5 x 5 inverse, eight field evaluations
 #: and products (measured 4.8 to 5.5 against 1.57 us per trajectory and step at B = 2000, d = 400).

@@ -210,8 +210,8 @@ class _Parameters(AbstractTask):
         Their flows are stiff off M too (curvature ~ d along theta), and at these tolerances the saved states
         are within 1e-6 of a 1e-8 solve (softmax, d = 400, L = 10, lam = 1), below the rule's own error
         (docs/science.md section 7), in ~64 steps where Tsit5 takes ~14 000; each step needs one Jacobian, which
-        the rule gives at about two evaluations' cost (`rule_jacobian`). Rosenbrock4 took 236 steps there,
-        1.8x the time, its saved states within 7e-5 (BENCHMARKS.md, "Rule-based flows")."""
+        the rule gives at about two evaluations' cost (`rule_jacobian`). Rosenbrock4 took 236 steps there, 1.57x
+        the time (BENCHMARKS.md, "Rule-based flows")."""
         return {} if self.closed_form else {"solver": Rodas5(), "rtol": 1e-5, "atol": 1e-7}
 
     def flow_max_steps(self) -> int:
