@@ -71,7 +71,7 @@ def phase_portrait(
     """The phase portrait of a planar flow (a task with a 2-D state, or a task's planar restriction).
 
     Draws streamlines of the flow in the box `planar.bounds`, its nullclines inside the box, the
-    fixed points by kind (Newton from a 9 x 9 lattice of the box) and sample trajectories from the
+    fixed points in the box by kind (Newton from a 9 x 9 lattice of the box) and sample trajectories from the
     restriction's first initialisation.
 
     **Arguments:**
@@ -96,9 +96,15 @@ def phase_portrait(
     _draw_streamlines(ax, planar, grid)
     _draw_nullclines(ax, planar)
     solved = _draw_planar_trajectories(ax, planar, trajectories, key, t_max) if trajectories > 0 else None
-    points = fixed_points(planar, lattice.reshape(-1, 2))
-    _draw_fixed_points(ax, points)
     margin = 0.03 * max(x_high - x_low, y_high - y_low)
+    # Only the box's fixed points: Newton may walk out along an asymptote where the field vanishes only in the
+    # limit (saturated softmax weights at |a| ~ 1e4 ... 1e9 in the SLR family's plane), a root no portrait shows.
+    points = [
+        point
+        for point in fixed_points(planar, lattice.reshape(-1, 2))
+        if x_low - margin <= point.point[0] <= x_high + margin and y_low - margin <= point.point[1] <= y_high + margin
+    ]
+    _draw_fixed_points(ax, points)
     ax.set(xlim=(x_low - margin, x_high + margin), ylim=(y_low - margin, y_high + margin), aspect="equal")
     ax.add_patch(_box(planar.bounds))
     x, y = planar.state_names

@@ -40,6 +40,8 @@ LONGEST_FIRST = (
     "test_maps.py",
     "test_compare.py",
     "test_plots.py",
+    "test_family.py",
+    "test_family_sgd.py",
 )
 
 

@@ -274,7 +274,7 @@ def execute(name: str) -> Run:
 #: ones to start are short.
 CPU_SECONDS = {
     "04_ode_vs_sgd": 104,
-    "05_attention_maps": 102,
+    "05_attention_maps": 125,
     "06_sparse_variable_creation": 80,
     "03_phase_portraits": 62,
     "07_latent_posterior_attention": 52,

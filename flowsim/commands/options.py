@@ -21,6 +21,7 @@ __all__ = [
     "comma_separated",
     "default_folder",
     "estimated",
+    "follows",
     "init_option",
     "names_option",
     "option",
@@ -52,7 +53,8 @@ class Parser(argparse.ArgumentParser):
     A value that starts with a minus and reads as numbers ("-1,2", "-1e-3") is a value, not an option, so that
     a list option refuses it for its range instead of argparse's "expected one argument". Options declared by
     `quick_option` take the --quick value where they are not given; those declared by `read_only` (or `read_with`)
-    are refused where given but not read.
+    are refused where given but not read; those declared by `follows` take, where not given, the default that the
+    value of the option they follow names.
     """
 
     def __init__(self, *args, **kwargs):
@@ -60,17 +62,20 @@ class Parser(argparse.ArgumentParser):
         self._negative_number_matcher = re.compile(r"^-\.?\d[\d.,eE+-]*$")
         #: {dest: (flag, when it is read, the remedy, whether it is read given the parsed options)} of `read_only`.
         self.read_when = {}
+        #: {dest: (the dest it follows, {that option's value: this option's default})} of `follows`, in their order.
+        self.following = {}
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
     def parse_known_args(self, args=None, namespace=None):
         quick = self._defaults.get("quick_values") or {}
-        read_when = self.read_when
-        if not quick and not read_when:
+        read_when, following = self.read_when, self.following
+        if not quick and not read_when and not following:
             return super().parse_known_args(args, namespace)
         # Which options were given: those whose value is no longer the marker put in their default's place.
-        actions = {action.dest: action for action in self._actions if action.dest in quick or action.dest in read_when}
+        marked = {*quick, *read_when, *following}
+        actions = {action.dest: action for action in self._actions if action.dest in marked}
         defaults = {dest: action.default for dest, action in actions.items()}
         for action in actions.values():
             action.default = _NotGiven(action.default)
@@ -84,6 +89,10 @@ class Parser(argparse.ArgumentParser):
             if dest not in given:
                 value = quick[dest] if dest in quick and namespace.quick else defaults[dest]
                 setattr(namespace, dest, self._get_value(action, value) if isinstance(value, str) else value)
+        for dest, (leader, defaults_by_value) in following.items():  # in order: one may follow another follower
+            if dest not in given:
+                value = defaults_by_value[getattr(namespace, leader)]
+                setattr(namespace, dest, self._get_value(actions[dest], value) if isinstance(value, str) else value)
         for dest, (flag, when, remedy, read) in read_when.items():
             if dest in given and not read(namespace):
                 # A value the run would not read: said, instead of a run without the part it was given for.
@@ -348,6 +357,22 @@ def quick_option(parser, what: str, **values) -> None:
     said = ", ".join(f"--{dest.replace('_', '-')} {value}" for dest, value in values.items())
     parser.add_argument("--quick", action="store_true", help=f"{what}: {said}, except where given explicitly")
     parser.set_defaults(quick_values=values)
+
+
+def follows(parser, flag: str, leader: str, defaults: dict) -> None:
+    """The default of `flag` (added before) follows the value of the option `leader`: `defaults` maps each of its
+    values to this option's default (a value as typed, or as taken). Said in `flag`'s help, instead of one default;
+    an option may follow one that follows another (declared in that order)."""
+    action = next(action for action in parser._actions if flag in action.option_strings)
+    leader_dest = leader[2:].replace("-", "_")
+    grouped = {}
+    for name, value in defaults.items():
+        grouped.setdefault(value, []).append(str(name))
+    said = "; ".join(f"{value} with {leader} {' or '.join(names)}" for value, names in grouped.items())
+    # "%(default).0s" prints nothing, and keeps argparse from adding its own "(default: ...)".
+    action.help = f"{action.help} (default: {said})%(default).0s"
+    action.default = None
+    parser.following[action.dest] = (leader_dest, dict(defaults))
 
 
 def read_with(parser, switch: str, *flags: str) -> None:

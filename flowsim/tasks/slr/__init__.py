@@ -43,6 +43,7 @@ from flowsim.tasks.slr._family_problem import (
 )
 from flowsim.tasks.slr._family_risk import SEVEN
 from flowsim.tasks.slr._family_risk import bayes_risk as family_bayes_risk
+from flowsim.tasks.slr._family_sgd import FAMILY_MODES, FamilyTraining, family_loss, run_family_sgd, train_family
 from flowsim.tasks.slr._fixedpoints import fixed_points, fixed_points_on_manifold
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
 from flowsim.tasks.slr._maps import flow_by_rule, risk_by_rule
@@ -58,6 +59,7 @@ __all__ = [
     "DEFAULT_LAMS",
     "ENGINES",
     "EXPERIMENTS",
+    "FAMILY_MODES",
     "INITIALISATIONS",
     "LARGEST_LAM",
     "MODES",
@@ -78,6 +80,7 @@ __all__ = [
     "FamilyBatch",
     "FamilyOnPlane",
     "FamilyProblem",
+    "FamilyTraining",
     "FreeNorms",
     "GroundTruth",
     "Lengths",
@@ -104,6 +107,7 @@ __all__ = [
     "experiment_figure",
     "family_bayes_risk",
     "family_fixed_points",
+    "family_loss",
     "family_predict",
     "family_sample",
     "fit_linear",
@@ -125,6 +129,7 @@ __all__ = [
     "reproduce",
     "risk_by_rule",
     "run_experiment",
+    "run_family_sgd",
     "run_sgd",
     "sample",
     "seven_from_vectors",
@@ -135,6 +140,7 @@ __all__ = [
     "sweep_batch",
     "sweep_dataset",
     "sweep_lr",
+    "train_family",
     "unrealizable_seven",
     "vectors_with_overlaps",
     "verify_convergence",

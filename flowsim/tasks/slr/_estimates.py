@@ -13,7 +13,7 @@ import math
 from flowsim._checks import InvalidInput
 from flowsim._memory import Cost, Need, float_bytes
 
-__all__ = ["COMMANDS", "advantage_work", "bayes_work", "rule_points", "sgd_steps", "sgd_work"]
+__all__ = ["COMMANDS", "advantage_work", "bayes_work", "family_flow_cost", "rule_points", "sgd_steps", "sgd_work"]
 
 #: Seconds of the exact online-SGD chain on the overlaps per (seed x step x sample x token): the paper's SGD run,
 #: 15.3 s alone on the 2 cores for 30 seeds x 200 000 steps x batch 5 x L 10 (BENCHMARKS.md, "Estimates before
@@ -42,6 +42,21 @@ _SAVED_VALUES = 24
 #: per point at grids 2500, 4000 and 6000 (NumPy's temporaries grow with the arrays; peak / estimate 1.17, 1.01,
 #: 1.02); 8 before, 2.5x short.
 STREAMLINE_VALUES = 20
+
+
+#: Seconds of the SLR family's flow (`slr.FamilyProblem`: Rodas5 from small starts to convergence, about the same at
+#: any horizon) per (trajectory x rule point x token), summed over the length law, by token law; and the fixed
+#: seconds per length of the law (compiling its rule's risk and Jacobian). Measured for softmax at nu = 3 from 4 and
+#: 16 small starts on the 2-core CPU shared with other work (load average 6 to 10, so that wall time was about three
+#: times the CPU time): spiked-SLR, L = 2 (8192 point-tokens): 33.5 s and 61.8 s, 59 Rodas5 steps; L = 3: 39.8 s and
+#: 95.9 s; max-SLR, L = 2: 69.7 s and 401.6 s, 255 to 274 steps (its rule's minimum is further from the start);
+#: L ~ uniform{1, 2, 3} (20544): 157 s from 4. Rounded up.
+FAMILY_FLOW_SECONDS = {"spiked": 5e-4, "max": 3.5e-3}
+FAMILY_COMPILE_SECONDS = 30.0
+#: Values held per (state x rule point x token) while a chunk of states' Jacobians is taken (`slr.FamilyProblem`
+#: maps over states 64 at a time): each token's six moments, with a tangent per order parameter (7 + 1). Counted,
+#: not measured.
+_FAMILY_CHUNK, _FAMILY_VALUES = 64, 48
 
 
 def _lower(*options: str | None) -> str:
@@ -229,12 +244,57 @@ def _rule_needs(args) -> list:
     ]
 
 
+def _family(args) -> bool:
+    """Whether the options choose the SLR family's task (`slr.FamilyProblem`): the follow-up's data, or free norms."""
+    data = getattr(args, "data", "marion")
+    return data != "marion" or getattr(args, "geometry", None) == "free"
+
+
+def _family_rules(args) -> list[tuple[int, int]]:
+    """(L, the points of the rule at L) for each length of the family's length law (its default rules,
+    `slr.FamilyProblem`'s: a rule over the L scores, or over 2L coordinates for max-SLR)."""
+    data = getattr(args, "data", "marion")
+    lengths = [(args.L, 1.0)] if data == "marion" else args.lengths
+    return [(L, rule_points(2 * L if data == "max" else L)) for L, _ in lengths]
+
+
+def _family_needs(args, states: int) -> list:
+    rules = _family_rules(args)
+    size = sum(points * L for L, points in rules)
+    return [
+        Need(
+            f"the rule's moments of a chunk of {min(states, _FAMILY_CHUNK)} states ({size} rule points x tokens, "
+            f"{_FAMILY_VALUES} values each)",
+            float_bytes(_FAMILY_VALUES, min(states, _FAMILY_CHUNK), size),
+            "lower --lengths",
+        )
+    ]
+
+
+def family_flow_cost(args, what: str, trajectories: int, advice: str) -> Cost:
+    """The time of `trajectories` flows of the family (to convergence: about the same at any horizon); a map other
+    than softmax in the ratio of its flows' costs in Marion et al.'s task (`rule_flow_seconds`: erf, whose risk the
+    family takes by a rule too, and a researcher's map, as the slowest)."""
+    rules = _family_rules(args)
+    size = sum(points * L for L, points in rules)
+    law = FAMILY_FLOW_SECONDS["max" if getattr(args, "data", "marion") == "max" else "spiked"]
+    each = law * rule_flow_seconds(args.attention) / RULE_FLOW_SECONDS["softmax"]
+    seconds = FAMILY_COMPILE_SECONDS * len(rules) + each * trajectories * size
+    return Cost(f"the flow ({what}: {trajectories} trajectories)", seconds, advice)
+
+
 def _map_flow_cost(args, what: str, trajectories: int, advice: str, t_max: float) -> Cost:
     """`flow_cost` of the command's map (`--attention`) and its rule."""
     return flow_cost(what, trajectories, _rule_points(args), advice, t_max, args.attention)
 
 
 def _flow(args):
+    if _family(args):
+        needs = [
+            saved_need("--n x --saves", args.n, args.saves, _lower("--n", "--saves")),
+            *_family_needs(args, args.n),
+        ]
+        return needs, [family_flow_cost(args, "--n", args.n, _lower("--n"))]
     needs = [saved_need("--n x --saves", args.n, args.saves, _lower("--n", "--saves")), *_rule_needs(args)]
     return needs, [_map_flow_cost(args, "--n", args.n, _lower("--n"), args.t_max)]
 
@@ -287,6 +347,12 @@ def _verify_work(
 
 
 def _verify(args):
+    if _family(args):
+        needs = [
+            saved_need("--n small starts", args.n, args.saves, _lower("--n", "--saves")),
+            *_family_needs(args, args.n),
+        ]
+        return needs, [family_flow_cost(args, "--n small starts", args.n, _lower("--n"))]
     needs, costs = _verify_work(args.n, args.saves, "--n", _rule_points(args), args.t_max, args.attention)
     needs[0] = needs[0]._replace(advice=_lower("--n", "--saves"))
     return needs + _rule_needs(args), costs

@@ -144,6 +144,13 @@ class FamilyProblem(AbstractTask):
         return ("small",) if self.free else ("sphere", "manifold")
 
     @property
+    def projection_pairs(self) -> tuple[tuple[str, str], ...]:
+        """The planes trajectory figures draw: the invariant plane's (a, e), the norms, and M's transverse (b, Q_kv)."""
+        if self.free:
+            return (("a", "e"), ("Q_k", "Q_v"), ("b", "Q_kv"))
+        return (("kappa", "nu"), ("theta", "eta"), ("kappa", "rho"))
+
+    @property
     def symmetries(self) -> np.ndarray:
         """The identity; (b, c, Q_kv) -> -(b, c, Q_kv) for every map (the reflection along v*, with v -> -v); and for
         an odd map (k, v) -> (-k, -v) and their product. On unit norms, the same on (theta, eta, rho) and
@@ -296,6 +303,10 @@ class FamilyOnPlane(FamilyProblem):
     @property
     def initialisations(self):
         return ("small",)
+
+    @property
+    def projection_pairs(self):
+        return (("a", "e"),)
 
     @property
     def symmetries(self):

@@ -1,22 +1,27 @@
 """The command line of single-location regression: its options (defaults from the paper) and commands.
 
 `flowsim.cli` builds the parser from `COMMANDS`; the shared parts (the run's record, portrait,
-comparison, tables) are in the toolkit `flowsim.commands`.
+comparison, tables) are in the toolkit `flowsim.commands`. `flow` and `verify` take the model family too
+(docs/follow-up-models.md): --data chooses the data model, --geometry the norms, and every option a chosen model
+does not read is refused; `portrait` and `compare` take Marion et al.'s data only, and say why.
 """
 
+import argparse
+import functools
 import math
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from flowsim._checks import POSITIVE, SCALE, SHARE, Allowed, InvalidInput, at_least
+from flowsim._checks import NOISE, NON_NEGATIVE, POSITIVE, SCALE, SHARE, Allowed, InvalidInput, at_least
 from flowsim.commands import parts
 from flowsim.commands.options import (
     Command,
     OneOf,
     comma_separated,
     estimated,
+    follows,
     init_option,
     names_option,
     option,
@@ -41,6 +46,7 @@ from flowsim.schedules import InverseTimeDecay
 from flowsim.tasks import slr
 from flowsim.tasks.slr import _estimates
 from flowsim.tasks.slr._approach import TOLERANCE
+from flowsim.tasks.slr._family import LONGEST
 from flowsim.tasks.slr._own_maps import OWN_MAP, check_spec, loaded_digest, own_map
 from flowsim.tasks.slr._problem import PARAMETERS
 from flowsim.verify import VerifyReport
@@ -90,6 +96,24 @@ def _init_option(parser, what: str) -> None:
     init_option(parser, slr.Problem, what, _INIT_TEXT)
 
 
+def _start(text: str):
+    """The type of the flow's --init: a name of an initialisation, or a state of either geometry (5 or 7 numbers),
+    checked against the task chosen before the run (`_given_start`)."""
+    if text in ("sphere", "manifold", "small"):
+        return text
+    try:
+        values = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) not in (len(slr.OVERLAP_NAMES), len(slr.SEVEN)):
+        raise argparse.ArgumentTypeError(
+            f"must be sphere or manifold or {len(slr.OVERLAP_NAMES)} comma-separated values "
+            f"{','.join(slr.OVERLAP_NAMES)} (--geometry unit), or small or {len(slr.SEVEN)} comma-separated values "
+            f"{','.join(slr.SEVEN)} (--geometry free), got {text!r}"
+        )
+    return values
+
+
 def _attention(spec: str, flag: str = "--attention") -> "str | slr.AttentionMap":
     """A built-in map's name as it is, a researcher's map (`OWN_MAP`) loaded (when the run needs it).
 
@@ -112,7 +136,8 @@ def _record(args):
     return parts.record(args, {check_spec(spec)[0]: loaded_digest(spec) for spec in own})
 
 
-def _attention_option(parser) -> None:
+def _attention_option(parser, family: bool = False) -> None:
+    """--attention; for a command that takes the family (`family`), its default follows --data."""
     parser.add_argument(
         "--attention",
         type=OneOf(tuple(slr.ATTENTION_MAPS), check_spec),  # a researcher's map: its form checked, loaded later
@@ -120,12 +145,151 @@ def _attention_option(parser) -> None:
         metavar="MAP",
         help=f"the attention weight map (docs/science.md section 7): one of {', '.join(slr.ATTENTION_MAPS)}, or a "
         f"researcher's own slr.AttentionMap as {OWN_MAP} (docs/own-attention-map.md); every map but erf takes its "
-        "risk by a rule over the scores (flowsim.quadrature.default_rule)",
+        "risk by a rule over the scores (flowsim.quadrature.default_rule)"
+        + (
+            "; with --data spiked or max, every map takes a variable L: it acts on each sequence's own tokens (a "
+            "normalised map normalises over them)"
+            if family
+            else ""
+        ),
     )
+    if family:
+        # The follow-up's models are those where softmax is the Bayes predictor's form (docs/follow-up-models.md).
+        follows(parser, "--attention", "--data", {"marion": "erf", "spiked": "softmax", "max": "softmax"})
 
 
 def _engine_option(parser, text: str) -> None:
     parser.add_argument("--engine", choices=slr.ENGINES, default="overlaps", help=text)
+
+
+# ---------------------------------------------------------------------------------------------
+# The model family's options (docs/follow-up-models.md): the data model and the geometry
+
+
+#: The data models: Marion et al.'s, and the follow-up's spiked-SLR(nu) and max-SLR(nu) (Duranthon et al., 2026).
+_DATA = ("marion", "spiked", "max")
+_GEOMETRIES = ("unit", "free")
+#: The options that only Marion et al.'s data reads, and those that only the follow-up's data models read.
+_MARION_ONLY = ("--d", "--L", "--gamma", "--eps")
+_FAMILY_ONLY = ("--nu", "--lengths", "--noise", "--D")
+#: The dimension of the family's starts (`slr.FamilyProblem.D`: >= 4, a frame of k*, v* and room for k, v).
+_STARTS_D = Allowed("an integer in [4, 2**31 - 1]", lambda D: 4 <= D <= 2**31 - 1, integer=True)
+_FAMILY_DATA = "with --data spiked or max"
+_DATA_TEXT = (
+    "the data model (docs/follow-up-models.md): marion, Marion et al.'s (the relevant token N(sqrt(d/2) k*, gamma^2 "
+    "I), L tokens: --d, --L, --gamma, --eps); spiked, spiked-SLR(nu) (the relevant token N(sqrt(nu) k*, I), the others "
+    "N(0, I)); or max, max-SLR(nu) (every token N(0, I), the relevant one drawn as softmax_l(nu <x_l, k*>)): both of "
+    "Duranthon et al. (ICLR 2026), read with --nu, --lengths, --noise and --D"
+)
+
+
+def _length_law(text: str) -> tuple[tuple[int, float], ...]:
+    """The type of --lengths: "L", "L1,L2,..." (drawn uniformly) or "L1:P1,L2:P2,..." (P summing to 1).
+
+    **Returns:** ((L, P(L)), ...) by increasing L, the form run.json keeps.
+    """
+    allowed = (
+        f'must be one length ("2"), lengths drawn uniformly ("1,2,3") or lengths with their probabilities '
+        f'("1:0.2,2:0.8", positive, summing to 1), each length an integer in [1, {LONGEST}]'
+    )
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{allowed}, got {text!r}: no length")
+    parts = [part.strip() for part in text.split(",")]
+    weighted = [":" in part for part in parts]
+    try:
+        if any(weighted) and not all(weighted):
+            raise ValueError("give every length a probability, or none")
+        pairs = [part.split(":") if ":" in part else (part, str(1 / len(parts))) for part in parts]
+        lengths = [int(length) for length, _ in pairs]
+        probabilities = [float(probability) for _, probability in pairs]
+    except ValueError as error:
+        why = str(error) if str(error).startswith("give") else "a length that is not an integer, or a missing one"
+        raise argparse.ArgumentTypeError(f"{allowed}, got {text!r}: {why}") from None
+    if any(weighted):
+        total = sum(probabilities)
+        if not all(math.isfinite(p) and p > 0 for p in probabilities) or abs(total - 1) > 1e-9:
+            raise argparse.ArgumentTypeError(f"{allowed}, got {text!r}: the probabilities sum to {total:g}")
+        probabilities = [p / total for p in probabilities]  # exactly 1 for slr.Lengths, from a sum within 1e-9
+    if len(set(lengths)) != len(lengths):
+        raise argparse.ArgumentTypeError(f"{allowed}, got {text!r}: a length given twice")
+    law = tuple(sorted(zip(lengths, probabilities, strict=True)))
+    try:
+        slr.Lengths(*zip(*law, strict=True))
+    except InvalidInput as error:
+        raise argparse.ArgumentTypeError(f"{allowed}, got {text!r}: {error}") from None
+    return law
+
+
+def _family_options(parser, geometry: bool = True) -> None:
+    """--data and the options of the follow-up's data models; --geometry (unless the command fixes it: `geometry`),
+    --ridge, and the starts' --D and --scale. Each refused where the model chosen does not read it."""
+    _data_option(parser, _DATA_TEXT)
+    option(parser, "--nu", float, 3.0, f"the signal nu of spiked-SLR(nu) and max-SLR(nu), {_FAMILY_DATA}", NON_NEGATIVE)
+    option(
+        parser,
+        "--lengths",
+        _length_law,
+        "2",
+        f"the law of the sequence length L, {_FAMILY_DATA}: one length (2), lengths drawn uniformly (1,2,3) or "
+        "lengths with their probabilities (1:0.2,2:0.8); every attention map takes a variable L (it acts on each "
+        "sequence's own tokens; a normalised map normalises over them), and the risk averages over the law",
+    )
+    option(parser, "--noise", float, 0.0, f"the label noise Delta, y = <x_j, v*> + Delta xi, {_FAMILY_DATA}", NOISE)
+    read_only(parser, _FAMILY_ONLY[:3], _FAMILY_DATA, "take --data spiked or max", _family_data)
+    if geometry:
+        parser.add_argument(
+            "--geometry",
+            choices=_GEOMETRIES,
+            help="unit: k, v on the unit sphere, the scores times --lam (Marion et al.'s; the state: the five overlaps "
+            "kappa,nu,theta,eta,rho); free: k, v free vectors with a ridge (r/2)(|k|^2 + |v|^2), r = --ridge (the "
+            "follow-up's; the state: the seven order parameters a,b,c,e,Q_k,Q_v,Q_kv)",
+        )
+        follows(parser, "--geometry", "--data", {"marion": "unit", "spiked": "free", "max": "free"})
+        read_only(
+            parser,
+            ["--lam"],
+            "with --geometry unit (free norms have no temperature: |k| is it)",
+            "take --geometry unit",
+            lambda args: args.geometry == "unit",
+        )
+    free = "with --geometry free" if geometry else _FAMILY_DATA
+    option(parser, "--ridge", float, 0.0, f"the ridge r on |k|^2 + |v|^2, {free}", NON_NEGATIVE)
+    read_only(parser, ["--ridge"], free, f"take {free[5:]}", lambda args: _geometry(args) == "free")
+    option(
+        parser,
+        "--D",
+        int,
+        100,
+        f"dimension D of the vectors the starts are drawn in, {_FAMILY_DATA} (the risk does not depend on it; "
+        "with --data marion the starts' dimension is --d)",
+        _STARTS_D,
+    )
+    option(parser, "--scale", float, 0.1, f"sigma of the small starts, k, v ~ N(0, sigma^2 I / D), {free}", POSITIVE)
+    read_only(parser, ["--D"], _FAMILY_DATA, "take --data spiked or max", _family_data)
+    read_only(parser, ["--scale"], free, f"take {free[5:]}", lambda args: _geometry(args) == "free")
+    marion_only = [flag for flag in _MARION_ONLY if flag[2:] in parser.get_default("checks")]
+    read_only(
+        parser,
+        marion_only,
+        "with --data marion (Marion et al.'s data; the follow-up's take --nu, --lengths, --noise)",
+        "take --data marion",
+        lambda args: not _family_data(args),
+    )
+
+
+def _data_option(parser, text: str) -> None:
+    """--data, said by `text` (a command that takes Marion et al.'s data only says why, and `_marion_only` refuses)."""
+    parser.add_argument("--data", choices=_DATA, default="marion", help=text)
+
+
+def _family_data(args) -> bool:
+    """Whether the options choose one of the follow-up's data models (spiked- or max-SLR)."""
+    return args.data != "marion"
+
+
+def _geometry(args) -> str:
+    """--geometry; for a command without it (verify), the data model's own: unit for marion, free for the others."""
+    return getattr(args, "geometry", None) or ("unit" if args.data == "marion" else "free")
 
 
 _POPULATION_DEFAULTS = dict(d=_POPULATION.d, L=_POPULATION.L, lam=_POPULATION.lam, gamma=_POPULATION.gamma, eps=0.0)
@@ -143,17 +307,42 @@ def _demo_options(parser) -> None:
 
 
 def _flow_options(parser) -> None:
-    _attention_option(parser)
+    _attention_option(parser, family=True)
     _task_options(parser, "flow", **_POPULATION_DEFAULTS)
+    _family_options(parser)
     schedule_option(parser, "alpha", _POPULATION.decay)
+    read_only(
+        parser,
+        ["--decay"],
+        "with --data marion and --geometry unit (the schedule of slr.Problem's lam; the family's unit norms take a "
+        "fixed --lam)",
+        "take --data marion and --geometry unit",
+        lambda args: not _family_data(args) and args.geometry == "unit",
+    )
     option(parser, "--alpha", float, _POPULATION.alpha, "step size that maps steps to flow time (--decay)", POSITIVE)
     read_only(
         parser, ["--alpha"], "with --decay above 0 (the schedule's clock)", "add --decay", lambda args: args.decay > 0
     )
-    _init_option(parser, "initial overlaps")
+    parser.add_argument(
+        "--init",
+        type=_start,
+        help=f"the starts: with --geometry unit, {_INIT_TEXT}; with --geometry free, small (k, v ~ N(0, sigma^2 I / "
+        "D), sigma = --scale) or realizable order parameters a,b,c,e,Q_k,Q_v,Q_kv (their Gram matrix with k*, v* "
+        "positive semidefinite)",
+    )
+    follows(parser, "--init", "--geometry", {"unit": "sphere", "free": "small"})
     option(parser, "--n", int, 16, "number of trajectories", at_least(1))
     t_max = _POPULATION.alpha * _POPULATION.steps
-    option(parser, "--t-max", float, t_max, "integration horizon (the paper's 20000 steps of 4e-3)", POSITIVE)
+    option(
+        parser,
+        "--t-max",
+        float,
+        None,
+        "integration horizon (with --geometry unit, the paper's 20000 steps of 4e-3; free norms grow |k| slowly: "
+        "from small starts, spiked-SLR(3) at L = 2 is within 1e-3 of softmax's Bayes point by t = 500)",
+        POSITIVE,
+    )
+    follows(parser, "--t-max", "--geometry", {"unit": f"{t_max:g}", "free": "1000"})
     option(parser, "--saves", int, 201, "saved times, evenly spaced in [0, t-max]", at_least(2))
     parser.add_argument(
         "--solver",
@@ -170,6 +359,13 @@ def _flow_options(parser) -> None:
 def _portrait_options(parser) -> None:
     _attention_option(parser)
     _task_options(parser, "portrait", **_POPULATION_DEFAULTS)
+    _data_option(
+        parser,
+        "the data model: the portrait takes Marion et al.'s only; spiked and max are refused, since the family's "
+        "plane k || k*, v || v* (slr.FamilyOnPlane) is not drawable yet: its fixed-point search runs away along a "
+        "where softmax saturates (points at |a| ~ 1e3 to 1e7, outside the box) and costs about 15 minutes at --grid "
+        "11 (their flow: flowsim flow --data spiked or max)",
+    )
     option(parser, "--trajectories", int, 8, "sample trajectories drawn from starts on M", at_least(0))
     option(parser, "--t-max", float, 200.0, "horizon of the sample trajectories", POSITIVE)
     option(parser, "--grid", int, 41, "streamline grid points per side", at_least(2))
@@ -226,6 +422,11 @@ def _sgd_options(parser) -> None:
 def _compare_options(parser) -> None:
     _attention_option(parser)
     _task_options(parser, "compare", **_SGD_DEFAULTS)
+    _data_option(
+        parser,
+        "the data model: compare runs SGD, which flowsim has for Marion et al.'s data only (slr.run_sgd): spiked and "
+        "max are refused (their flow: flowsim flow --data spiked or max)",
+    )
     _sgd_run_options(parser, seeds=8)
     parser.add_argument(
         "--reference", choices=REFERENCES, default="flow", help="the gradient flow, or the PGD map at the same lr"
@@ -235,11 +436,28 @@ def _compare_options(parser) -> None:
 
 def _verify_options(parser) -> None:
     _task_options(parser, "verify", resumable=True, d=_POPULATION.d, L=_POPULATION.L)
-    _attention_option(parser)
+    _attention_option(parser, family=True)
+    _family_options(parser, geometry=False)
     option(parser, "--n", int, 64, "starts per initialisation and setting", at_least(1))
     option(parser, "--t-max", float, 1000.0, "integration horizon", POSITIVE)
-    option(parser, "--tol", float, 1e-3, "max-norm distance to +-(k*, v*) counted as converged", TOLERANCE)
-    option(parser, "--min-share", float, 0.99, "share of starts on M that must converge", SHARE)
+    option(
+        parser,
+        "--tol",
+        float,
+        1e-3,
+        "max-norm distance to the target counted as converged (with --data spiked or max the target is softmax's "
+        "exact Bayes point, while the flow ends at the rule's minimum: at L = 3 about 6e-3 from it in Q_k with the "
+        "default rule; raise --tol there)",
+        TOLERANCE,
+    )
+    option(
+        parser,
+        "--min-share",
+        float,
+        0.99,
+        "share of the claim's starts (on M; the small ones with --data spiked or max) that must converge",
+        SHARE,
+    )
     option(parser, "--saves", int, _VERIFY_SAVES, "saved times (resolution of the time to converge)", at_least(2))
 
 
@@ -304,6 +522,102 @@ def _problem(args, decay: float = 0.0, clock: float = 1.0) -> slr.Problem:
     lam = InverseTimeDecay(args.lam, decay, clock) if decay > 0 else args.lam
     attention = _attention(getattr(args, "attention", "erf"))
     return slr.Problem(d=args.d, L=args.L, lam=lam, gamma=args.gamma, eps=args.eps, attention=attention)
+
+
+def _data_model(args) -> slr.DataModel:
+    """The data model of --data (Marion et al.'s from --d, --L, --gamma, --eps; the follow-up's from --nu,
+    --lengths, --noise)."""
+    if not _family_data(args):
+        return slr.marion_slr(args.d, args.L, args.gamma, args.eps)
+    lengths = slr.Lengths(*zip(*args.lengths, strict=True))
+    model = slr.spiked_slr if args.data == "spiked" else slr.max_slr
+    return model(args.nu, lengths, args.noise)
+
+
+def _task(args, decay: float = 0.0, clock: float = 1.0) -> "slr.Problem | slr.FamilyProblem":
+    """The task the options choose: `slr.Problem` for Marion et al.'s data on the sphere (`_problem`, as before the
+    family), else `slr.FamilyProblem` (data model, map, geometry, the starts' D and sigma)."""
+    free = _geometry(args) == "free"
+    if not (free or _family_data(args)):
+        return _problem(args, decay, clock)
+    if not _family_data(args) and args.L > LONGEST:
+        raise InvalidInput(
+            f"--L must be at most {LONGEST} with --geometry free (the family's risk takes a rule over the scores of "
+            f"each length), got {args.L}"
+        )
+    geometry = slr.FreeNorms(args.ridge) if free else slr.UnitNorms(args.lam)
+    D = args.D if _family_data(args) else args.d
+    attention = _attention(args.attention)
+    starts = {"scale": args.scale} if free else {}  # unit norms draw on the sphere: no sigma
+    return slr.FamilyProblem(_data_model(args), attention, geometry, D=D, **starts)
+
+
+def _given_start(init, task):
+    """--init checked against the task: a name of its initialisations, or a state of its size that vectors realise
+    (exit status 2 if not); Marion et al.'s overlaps as `_given_overlaps` checks them."""
+    geometry = "free" if isinstance(task, slr.FamilyProblem) and task.free else "unit"
+    if isinstance(init, str):
+        if init not in task.initialisations:
+            raise InvalidInput(
+                f"--init {init} does not start the flow with --geometry {geometry}: take "
+                f"{' or '.join(task.initialisations)}, or {task.dimension} values {','.join(task.state_names)}"
+            )
+        return init
+    if len(init) != task.dimension:
+        raise InvalidInput(
+            f"--init with --geometry {geometry} takes {task.dimension} values {','.join(task.state_names)}, got "
+            f"{len(init)}"
+        )
+    if isinstance(task, slr.Problem):
+        return _given_overlaps(init)
+    problems = task.unrealizable(np.array([init]))
+    if problems:
+        raise InvalidInput(f"--init {','.join(f'{x:g}' for x in init)} {problems[0]}")
+    return np.asarray(init, dtype=float)
+
+
+def _refusing(check, run):
+    """`run` (a command, with its estimate) after `check(args)` (or None), which refuses a combination of options
+    before the estimate and the run's folder; the options the chosen model does not read are then None, so that
+    run.json records none of them (a value given for one was refused when parsed)."""
+
+    @functools.wraps(run)
+    def checked(args) -> int:
+        if check is not None:
+            check(args)
+        for flag in _unread(args):
+            if hasattr(args, flag[2:]):
+                setattr(args, flag[2:], None)
+        return run(args)
+
+    return checked
+
+
+def _unread(args) -> tuple[str, ...]:
+    """The options of the model family that the chosen data model and geometry do not read."""
+    unread = (*_MARION_ONLY, "--decay", "--alpha") if _family_data(args) else _FAMILY_ONLY
+    if _geometry(args) == "free":
+        return (*unread, "--lam", "--decay", "--alpha")
+    return (*unread, "--ridge", "--scale")
+
+
+def _flow_refusals(args) -> None:
+    # Marion et al.'s task on the sphere is checked as before the family: by its estimate, then by the run.
+    if _family_data(args) or args.geometry == "free":
+        _given_start(args.init, _task(args))
+
+
+def _marion_only(command: str, why: str):
+    """The refusal of the follow-up's data by a command that takes Marion et al.'s only, saying `why`."""
+
+    def refuse(args) -> None:
+        if _family_data(args):
+            raise InvalidInput(
+                f"--data {args.data}: {command} {why}: take --data marion, or see the flow alone: flowsim flow --data "
+                f"{args.data}"
+            )
+
+    return refuse
 
 
 def _given_overlaps(init):
@@ -477,16 +791,16 @@ def _choose_solver(args, problem, m0):
 def _flow(args) -> int:
     import jax
 
-    problem = _problem(args, args.decay, args.alpha)
-    init = _given_overlaps(args.init)
+    problem = _task(args, args.decay, args.alpha)
+    init = _given_start(args.init, problem)
     record = _record(args)
 
     from flowsim import figures
 
     if isinstance(init, str):
-        m0 = np.asarray(slr.initial_overlaps(jax.random.key(args.seed), problem.d, args.n, init))
+        m0 = np.asarray(problem.initial_states(jax.random.key(args.seed), args.n, init))
     else:
-        m0 = np.broadcast_to(init, (args.n, 5))
+        m0 = np.broadcast_to(init, (args.n, problem.dimension))
     ts = np.linspace(0.0, args.t_max, args.saves)
     if args.solver == "auto" and problem.flow_solver():
         # A map whose risk is taken by a rule: the task's own solver and tolerances (`Problem.flow_solver`).
@@ -498,25 +812,64 @@ def _flow(args) -> int:
     with record.phase("integrate", f"{args.n} trajectories to t = {args.t_max:g} ({name})"):
         solved = slr.solve_flow(problem, m0, ts, max_steps=args.max_steps, progress=args.progress, **options)
     endpoints = parts.write_trajectories(record, solved, problem, "trajectories", "trajectory")
-    parts.save(record, figures.trajectory_projections(solved, problem), "trajectories")
-    print(
-        f"Gradient flow: d = {problem.d}, L = {problem.L}, lam = {problem.schedule().describe()}, "
-        f"gamma = {problem.gamma:.4g}, eps = {problem.eps:g}, init = {args.init if isinstance(init, str) else 'given'}"
-        f", {args.n} trajectories to t = {args.t_max:g}\n"
-    )
+    pairs = problem.projection_pairs or _FAMILY_PAIRS[_geometry(args)]
+    parts.save(record, figures.trajectory_projections(solved, problem, pairs), "trajectories")
+    init_text = args.init if isinstance(init, str) else "given"
+    if isinstance(problem, slr.Problem):
+        print(
+            f"Gradient flow: d = {problem.d}, L = {problem.L}, lam = {problem.schedule().describe()}, "
+            f"gamma = {problem.gamma:.4g}, eps = {problem.eps:g}, init = {init_text}"
+            f", {args.n} trajectories to t = {args.t_max:g}\n"
+        )
+    else:
+        print(f"Gradient flow of the SLR family: {problem.describe()}; init = {_start_text(args, problem, init)}, "
+              f"{args.n} trajectories to t = {args.t_max:g}\n")  # fmt: skip
+    names = problem.state_names
     risk = np.asarray(solved.observed)[:, -1]
     rows = [
         (
             i,
             endpoints["status"][i],
             f"{endpoints['t_final'][i]:.6g}",
-            *(f"{endpoints[name][i]:+.4f}" for name in _NAMES),
+            *(f"{endpoints[name][i]:+.4f}" for name in names),
             f"{risk[i]:.6g}",
         )
         for i in range(args.n)
     ]
-    print(format_table(("trajectory", "status", "t_final", *_NAMES, "risk"), rows))
+    print(format_table(("trajectory", "status", "t_final", *names, "risk"), rows))
+    if isinstance(problem, slr.FamilyProblem):
+        _print_targets(problem, solved)
     return parts.finish(record)
+
+
+#: The pairs the flow's figure draws for the family (`slr.FamilyProblem` names none): the plane k || k*, v || v*
+#: and the norms, then the coordinates off the invariant set M' = {b = c = Q_kv = 0}.
+_FAMILY_PAIRS = {
+    "free": (("a", "e"), ("Q_k", "Q_v"), ("b", "Q_kv")),
+    "unit": slr.Problem.projection_pairs,
+}
+
+
+def _start_text(args, problem, init) -> str:
+    if not isinstance(init, str):
+        return "given"
+    if init == "small":
+        return f"small (k, v ~ N(0, {problem.scale:g}^2 I / D), D = {problem.D})"
+    return f"{init} (D = {problem.D})"
+
+
+def _print_targets(problem: slr.FamilyProblem, solved) -> None:
+    """Where the family's flow should end: its target (softmax's Bayes point, or (k*, v*) on the sphere) and each
+    end point's distance to it; with the data model's Bayes risk."""
+    from flowsim._task import distance_to_targets
+
+    target = ", ".join(f"{x:g}" for x in problem.targets[0])
+    distance = distance_to_targets(problem, np.asarray(solved.y_final))
+    bayes = float(slr.family_bayes_risk(problem.data))
+    print(
+        f"\n{problem.target_label} ({', '.join(problem.state_names)}) = ({target}); max-norm distance of each end "
+        f"point to it (up to the symmetries): {', '.join(f'{x:.3g}' for x in distance)}; Bayes risk {bayes:.6g}"
+    )
 
 
 def _portrait(args) -> int:
@@ -681,6 +1034,8 @@ def _sgd_setting(args) -> _SGDSetting:
 def _verify(args) -> int:
     import jax
 
+    if _family_data(args):
+        return _verify_family(args)
     attention = _attention(args.attention)
     record = _record(args)
     report = _run_verify(
@@ -698,6 +1053,36 @@ def _verify(args) -> int:
         n_saves=args.saves,
         unit=record.unit,
     )
+    return parts.finish(record, failed_claim=parts.claim_failure(report))
+
+
+def _verify_family(args) -> int:
+    """The follow-up's question as a claim: almost every small start's flow (free norms) reaches softmax's Bayes
+    point, for the data model and map of the options."""
+    import jax
+
+    from flowsim.verify import Setting, verify_convergence
+
+    problem = _task(args)
+    record = _record(args)
+    setting = Setting(f"{args.data}-SLR({args.nu:g}), {problem.data.lengths!r}", problem)
+    with record.phase("verify", f"flow from {args.n} small starts, D = {problem.D}"):
+        report = verify_convergence(
+            [setting],
+            inits=("small",),
+            claim_inits=("small",),
+            claim=f"almost every small start converges to {problem.target_label}",
+            key=jax.random.key(args.seed),
+            n=args.n,
+            t_max=args.t_max,
+            n_saves=args.saves,
+            tol=args.tol,
+            min_share=args.min_share,
+            progress=args.progress,
+            unit=record.unit,
+        )
+    print(f"The SLR family: {problem.describe()}\n")
+    parts.write_verify(record, report, problem, "")
     return parts.finish(record, failed_claim=parts.claim_failure(report))
 
 
@@ -793,15 +1178,20 @@ COMMANDS = (
     ),
     Command(
         "flow",
-        "integrate the projected gradient flow on the five overlaps from n starts; write the trajectories",
-        estimated(_flow, _estimates.COMMANDS["flow"]),
+        "integrate the gradient flow from n starts and write the trajectories: Marion et al.'s projected flow on the "
+        "five overlaps, or with --data spiked or max (the follow-up's models, Duranthon et al. 2026) the flow of the "
+        "seven order parameters a,b,c,e,Q_k,Q_v,Q_kv (free norms; or the five overlaps with --geometry unit)",
+        _refusing(_flow_refusals, estimated(_flow, _estimates.COMMANDS["flow"])),
         _flow_options,
     ),
     Command(
         "portrait",
         "phase portrait of the flow on M = {theta = eta = rho = 0} with its fixed points; optionally the basins "
-        "of the 5-D flow's attractors",
-        estimated(_portrait, _estimates.COMMANDS["portrait"]),
+        "of the 5-D flow's attractors (Marion et al.'s data only: see --data)",
+        _refusing(
+            _marion_only("portrait", "draws Marion et al.'s M only (the family's plane: see flowsim portrait --help)"),
+            estimated(_portrait, _estimates.COMMANDS["portrait"]),
+        ),
         _portrait_options,
     ),
     Command(
@@ -815,14 +1205,19 @@ COMMANDS = (
         "compare",
         "run online SGD and compare it with the gradient flow from the same starts: deviations and overlay; "
         "defaults: the paper's SGD run",
-        estimated(_compare, _estimates.COMMANDS["compare"]),
+        _refusing(
+            _marion_only("compare", "runs SGD, which flowsim has for Marion et al.'s data only (slr.run_sgd)"),
+            estimated(_compare, _estimates.COMMANDS["compare"]),
+        ),
         _compare_options,
     ),
     Command(
         "verify",
         "integrate the flow from many starts at the paper's settings and check the convergence claims "
-        "(exit status 1 if 'almost every start on M converges to +-(k*, v*)' fails)",
-        estimated(_verify, _estimates.COMMANDS["verify"]),
+        "(exit status 1 if 'almost every start on M converges to +-(k*, v*)' fails); with --data spiked or max, "
+        "the follow-up's question for the map chosen, with free norms: 'almost every small start converges to "
+        "softmax's Bayes point' (k = sqrt(nu) k* or nu k*, v = v*; a map other than softmax does not reach it)",
+        _refusing(None, estimated(_verify, _estimates.COMMANDS["verify"])),
         _verify_options,
     ),
     Command(
