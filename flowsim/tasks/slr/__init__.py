@@ -31,6 +31,8 @@ from flowsim.tasks.slr._experiments import (
 )
 from flowsim.tasks.slr._family import DataModel, Lengths, MaxTokens, SpikedTokens, marion_slr, max_slr, spiked_slr
 from flowsim.tasks.slr._family_data import FamilyBatch, family_predict, family_sample
+from flowsim.tasks.slr._family_fast import MomentTable, RuleMoments
+from flowsim.tasks.slr._family_fast import tabulate as tabulate_moments
 from flowsim.tasks.slr._family_fixedpoints import family_fixed_points
 from flowsim.tasks.slr._family_problem import (
     FamilyOnPlane,
@@ -86,8 +88,10 @@ __all__ = [
     "Lengths",
     "MapTrajectories",
     "MaxTokens",
+    "MomentTable",
     "Problem",
     "ProblemOnManifold",
+    "RuleMoments",
     "SGDRun",
     "SpikedTokens",
     "Summary",
@@ -140,6 +144,7 @@ __all__ = [
     "sweep_batch",
     "sweep_dataset",
     "sweep_lr",
+    "tabulate_moments",
     "train_family",
     "unrealizable_seven",
     "vectors_with_overlaps",

@@ -19,11 +19,11 @@ from flowsim._checks import NON_NEGATIVE, POSITIVE, SCALE, InvalidInput, as_key,
 from flowsim._compile import compiled_method
 from flowsim._task import AbstractTask
 from flowsim.rosenbrock import Rodas5
-from flowsim.tasks.slr import _generated_family as generated
 from flowsim.tasks.slr import _generated_maps as generated_maps
 from flowsim.tasks.slr._attention import AttentionMap, as_attention_map
 from flowsim.tasks.slr._family import DataModel
-from flowsim.tasks.slr._family_risk import SEVEN, check_rules, family_risk
+from flowsim.tasks.slr._family_fast import MomentTable, RuleMoments, fast_field, fast_jacobian, fast_risk
+from flowsim.tasks.slr._family_risk import SEVEN, check_rules
 from flowsim.tasks.slr._init import initial_overlaps
 from flowsim.tasks.slr._overlaps import OVERLAP_NAMES
 from flowsim.tasks.slr._overlaps import unrealizable as unrealizable_overlaps
@@ -92,6 +92,10 @@ class FamilyProblem(AbstractTask):
     - `D`: the dimension of the vectors of the "small" initial states and of SGD (>= 4; default 100).
     - `scale`: the standard deviation sigma of the "small" initial states, k, v ~ N(0, sigma^2 I / D) (default 0.1).
     - `rules`: one `flowsim.quadrature.GaussianRule` per length of the length law (default `default_rules`).
+    - `moments`: where the seven moments of the weights the risk needs come from (docs/follow-up-models.md): the
+      rule at each evaluation (default, `RuleMoments`), or a Chebyshev table of them made once by
+      `slr.tabulate_moments(data, attention, rules)` (about 700x faster per flow at L = 3, within its stated error
+      and box).
     """
 
     data: DataModel
@@ -100,6 +104,7 @@ class FamilyProblem(AbstractTask):
     D: int = eqx.field(static=True, default=100)
     scale: float = 0.1
     rules: tuple | None = None
+    moments: RuleMoments | MomentTable | None = None
 
     parameters: ClassVar = ()
     scheduled: ClassVar = None
@@ -110,6 +115,8 @@ class FamilyProblem(AbstractTask):
         self.attention = as_attention_map(self.attention, "FamilyProblem.attention")
         if isinstance(self.data, DataModel):
             self.rules = check_rules(self.data, self.rules)
+            if self.moments is None:
+                self.moments = RuleMoments(self.data, self.attention, self.rules)
 
     def __check_init__(self):
         if not isinstance(self.data, DataModel):
@@ -213,17 +220,22 @@ class FamilyProblem(AbstractTask):
         return jnp.stack([lam * kappa, lam * eta, theta, nu, lam**2 * jnp.ones_like(nu), jnp.ones_like(nu), lam * rho])
 
     def _full_risk(self, y):
-        return family_risk(self.data, self.attention, self.seven(y), self.rules)
+        return fast_risk(self.moments, self.seven(y))
 
     def _full_field(self, y):
-        gradient = jax.grad(self._full_risk)(y)
         if self.free:
-            return generated.free_flow(*y, *gradient, self.geometry.ridge)
-        return generated_maps.projected_flow(*y, *gradient)
+            return fast_field(self.moments, y, self.geometry.ridge)
+        return generated_maps.projected_flow(*y, *jax.grad(self._full_risk)(y))
+
+    def _full_jacobian(self, y):
+        if self.free:
+            return fast_jacobian(self.moments, y, self.geometry.ridge)
+        return jax.jacfwd(self._full_field)(y)
 
     # The functions of one state that `risk`, `vector_field` and `jacobian` map over states (a restriction's differ).
     _risk_at = _full_risk
     _field_at = _full_field
+    _jacobian_at = _full_jacobian
 
     def _points(self, function, y):
         y = self._as_states(y)
@@ -244,7 +256,7 @@ class FamilyProblem(AbstractTask):
 
     @compiled_method
     def jacobian(self, t, y):
-        return self._points(jax.jacfwd(self._field_at), y)
+        return self._points(self._jacobian_at, y)
 
     def flow_solver(self) -> dict:
         """The linearly implicit Rodas5 at rtol 1e-6, atol 1e-8: the flow by a rule is stiff where |k| is large."""
@@ -261,7 +273,7 @@ class FamilyProblem(AbstractTask):
         """The flow on the invariant plane k in span(k*), v in span(v*): free norms, state (a, e)."""
         if not self.free:
             raise NotImplementedError("with unit norms, the invariant plane is slr.Problem's M: use slr.Problem")
-        return FamilyOnPlane(self.data, self.attention, self.geometry, self.D, self.scale, self.rules)
+        return FamilyOnPlane(self.data, self.attention, self.geometry, self.D, self.scale, self.rules, self.moments)
 
 
 def unrealizable_seven(ys: np.ndarray, *, atol: float = 1e-10) -> dict[int, str]:
@@ -335,6 +347,9 @@ class FamilyOnPlane(FamilyProblem):
 
     def _field_at(self, y):
         return self._full_field(self._lifted(y))[jnp.array([0, 3])]
+
+    def _jacobian_at(self, y):
+        return jax.jacfwd(self._field_at)(y)
 
     def initial_states(self, key, n, kind):
         return super().initial_states(key, n, kind)[:, [0, 3]]
