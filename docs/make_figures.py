@@ -1,10 +1,10 @@
 """Regenerate the README's figures (docs/figures/*.png) with the command line, at the paper's defaults, and the figures
 of measurements too long to repeat here from their stored runs (docs/data).
 
-Usage: python docs/make_figures.py [NAME ...]   (all of them: about a minute on 2 CPU cores)
+Usage: python docs/make_figures.py [NAME ...]   (all of them: about five minutes on 2 CPU cores, optima four)
 
-NAME: a figure's name in docs/figures (phase_portrait, sgd_sphere_schedule, compare, sparse_transformer): only those
-are drawn again.
+NAME: a figure's name in docs/figures (phase_portrait, sgd_sphere_schedule, compare, optima, sparse_transformer):
+only those are drawn again.
 """
 
 import shutil
@@ -21,6 +21,7 @@ RUNS = {
     "phase_portrait": ("portrait", "phase_portrait.png"),
     "sgd_sphere_schedule": ("reproduce --only sgd_sphere_schedule", "sgd_sphere_schedule.png"),
     "compare": ("compare --seeds 8", "compare.png"),
+    "optima": ("optima", "optima.png"),
 }
 DATA = Path(__file__).resolve().parent / "data"
 #: figure name in docs/figures: the folder in docs/data holding the `flowsim sparse sweep` runs it is drawn from.

@@ -401,6 +401,13 @@ def _advantage(args):
     )  # fmt: skip
 
 
+def _optima(args):
+    from flowsim.tasks.slr._family_figure import FIGURE_TWO_NAMES, FigureRules, figure_two_work
+
+    settings = [FIGURE_TWO_NAMES[name] for name in args.settings]
+    return figure_two_work(settings, args.maps, args.nus, starts=args.starts, n=args.n, rules=FigureRules())
+
+
 #: The estimate of each command's run, by name (`flowsim.commands.options.estimated`).
 COMMANDS = {
     "demo": _demo,
@@ -411,4 +418,5 @@ COMMANDS = {
     "verify": _verify,
     "reproduce": _reproduce,
     "advantage": _advantage,
+    "optima": _optima,
 }

@@ -8,6 +8,7 @@ does not read is refused; `portrait` and `compare` take Marion et al.'s data onl
 
 import argparse
 import functools
+import json
 import math
 import sys
 from dataclasses import dataclass
@@ -507,6 +508,21 @@ def _advantage_options(parser) -> None:
     )
     quick_lams = ",".join(f"{lam:.6g}" for lam in slr.DEFAULT_LAMS[::3])
     quick_option(parser, "a smoke run", lams=quick_lams, starts="16", t_max="30")
+
+
+def _optima_options(parser) -> None:
+    output_options(parser, "optima", seed=0, resumable=True)
+    names = slr.FIGURE_TWO_NAMES
+    settings = ", ".join(f"{name} ({text})" for name, text in names.items())
+    names_option(parser, "--settings", tuple(names), ",".join(names), f"the data models: {settings}")
+    names_option(parser, "--maps", slr.FIGURE_TWO_MAPS, ",".join(slr.FIGURE_TWO_MAPS), "the maps compared")
+    nus = ",".join(f"{nu:g}" for nu in slr.FIGURE_TWO_NUS)
+    option(parser, "--nus", comma_separated(POSITIVE), nus, "the grid of nu, a,b,c")
+    option(parser, "--starts", int, 8, "BFGS starts of each optimum's search", at_least(1))
+    option(parser, "--n", int, 8, "small starts of the flow in each cell", at_least(1))
+    option(parser, "--t-end", float, 1e5, "horizon of the flow", POSITIVE)
+    option(parser, "--tol", float, 0.05, "size of a fixed point's neighbourhood (relative, per coordinate)", SHARE)
+    quick_option(parser, "a smoke run", nus="1,4", starts="2", n="2")
 
 
 _POWER = Allowed("a power of 2 >= 2", lambda n: n >= 2 and not n & (n - 1), integer=True)
@@ -1167,6 +1183,23 @@ def _advantage(args) -> int:
     return parts.finish(record)
 
 
+def _optima(args) -> int:
+    settings = tuple(slr.FIGURE_TWO_NAMES[name] for name in args.settings)
+    record = _record(args)
+    what = f"{len(settings)} settings x {len(args.maps)} maps x {len(args.nus)} values of nu"
+    with record.phase("optima", what):
+        result = slr.figure_two(
+            settings, args.maps, args.nus, key=args.seed, starts=args.starts, n=args.n, t_end=args.t_end,
+            tol=args.tol, progress=False, log=record.log, unit=record.unit,
+        )  # fmt: skip
+    text = slr.figure_two_text(result)
+    record.write_text("optima.md", text)
+    record.write_text("optima.json", json.dumps(slr.figure_two_records(result), indent=1))
+    parts.save(record, slr.figure_two_figure(result), "optima")
+    print(text)
+    return parts.finish(record)
+
+
 #: name, what it does (its --help), the function that runs it, the function that adds its options.
 COMMANDS = (
     Command(
@@ -1227,6 +1260,15 @@ COMMANDS = (
         "oracle and Bayes risks",
         estimated(_advantage, _estimates.COMMANDS["advantage"]),
         _advantage_options,
+    ),
+    Command(
+        "optima",
+        "the follow-up's Figure 2 with dynamics (Duranthon et al., ICLR 2026): in spiked-SLR and max-SLR, each map's "
+        "population optimum over the seven order parameters against the Bayes risk, and beside it where the gradient "
+        "flow goes from small random starts (the share of starts at each fixed point, the time to softmax's Bayes "
+        "point); one resumable unit per cell",
+        estimated(_optima, _estimates.COMMANDS["optima"]),
+        _optima_options,
     ),
     Command(
         "reproduce",
