@@ -42,6 +42,7 @@ LONGEST_FIRST = (
     "test_plots.py",
     "test_family.py",
     "test_family_sgd.py",
+    "test_family_figure.py",
 )
 
 
