@@ -41,6 +41,7 @@ from flowsim._compile import compiled_method
 from flowsim.integrate import solve_flow
 from flowsim.tasks.slr import _family_fast as fast
 from flowsim.tasks.slr import _generated_family as generated
+from flowsim.tasks.slr._estimates import family_table_cost
 from flowsim.tasks.slr._family_risk import family_risk
 
 
@@ -118,6 +119,8 @@ def main():
         f"# spiked-SLR(nu={args.nu:g}), L={args.L}, softmax, ridge 0, small starts, t in [0, {args.t1:g}], Rodas5 rtol "
         f"1e-6 atol 1e-8; load average at start {os.getloadavg()[0]:.2f} (2 cores shared with other work)"
     )
+    estimate = family_table_cost(args.starts, "lower --starts")
+    print(f"estimated before work: {estimate.what}: {estimate.seconds:.0f} s", flush=True)
     baseline = ThroughTokens(data, "softmax")
     starts = baseline.initial_states(jax.random.key(args.seed), args.starts, "small")
 

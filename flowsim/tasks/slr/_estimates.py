@@ -13,7 +13,16 @@ import math
 from flowsim._checks import InvalidInput
 from flowsim._memory import Cost, Need, float_bytes
 
-__all__ = ["COMMANDS", "advantage_work", "bayes_work", "family_flow_cost", "rule_points", "sgd_steps", "sgd_work"]
+__all__ = [
+    "COMMANDS",
+    "advantage_work",
+    "bayes_work",
+    "family_flow_cost",
+    "family_table_cost",
+    "rule_points",
+    "sgd_steps",
+    "sgd_work",
+]
 
 #: Seconds of the exact online-SGD chain on the overlaps per (seed x step x sample x token): the paper's SGD run,
 #: 15.3 s alone on the 2 cores for 30 seeds x 200 000 steps x batch 5 x L 10 (BENCHMARKS.md, "Estimates before
@@ -53,6 +62,18 @@ STREAMLINE_VALUES = 20
 #: L ~ uniform{1, 2, 3} (20544): 157 s from 4. Rounded up.
 FAMILY_FLOW_SECONDS = {"spiked": 5e-4, "max": 3.5e-3}
 FAMILY_COMPILE_SECONDS = 30.0
+#: Seconds of the family's flow with its moments from a table (`slr.tabulate_moments`) per trajectory, and once per
+#: run (the table's build and the solve's compilation). Measured (benchmarks/family_flow_speed.py; BENCHMARKS.md, "The
+#: SLR family's flow"): spiked-SLR(3), L = 3, 2.2 ms a start and 14.6 s once, under a load of 4 to 6. Rounded up.
+FAMILY_TABLE_SECONDS, FAMILY_TABLE_ONCE = 3e-3, 20.0
+
+
+def family_table_cost(trajectories: int, advice: str) -> Cost:
+    """The time of `trajectories` flows of the family with tabulated moments (to convergence, from small starts)."""
+    seconds = FAMILY_TABLE_ONCE + FAMILY_TABLE_SECONDS * trajectories
+    return Cost(f"the flow with tabulated moments ({trajectories} trajectories)", seconds, advice)
+
+
 #: Values held per (state x rule point x token) while a chunk of states' Jacobians is taken (`slr.FamilyProblem`
 #: maps over states 64 at a time): each token's six moments, with a tangent per order parameter (7 + 1). Counted,
 #: not measured.
