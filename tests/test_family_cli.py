@@ -106,7 +106,11 @@ REFUSALS = [
     ("flow --data spiked --init sphere", "flowsim flow: error: --init sphere does not start the flow with --geometry"),
     ("flow --data max --init 1,1,0,0,0", "flowsim flow: error: --init with --geometry free takes 7 values"),
     ("portrait --data max", "flowsim portrait: error: --data max: portrait draws Marion et al.'s M only"),
-    ("compare --data max", "flowsim compare: error: --data max: compare runs SGD, which flowsim has for Marion"),
+    ("compare --data spiked --reference map", "flowsim compare: error: --reference map is the PGD map of Marion"),
+    ("compare --data max --engine overlaps", "flowsim compare: error: --engine is read only with --data marion and"),
+    ("compare --data max --init manifold", "flowsim compare: error: --init is read only with --data marion and"),
+    ("compare --data spiked --decay 1e-3", "flowsim compare: error: --decay is read only with --data marion and"),
+    ("compare --data spiked --nu -2", "flowsim compare: error: --nu must be a finite number >= 0, got -2.0"),
 ]
 
 
@@ -179,3 +183,19 @@ def test_the_estimate_counts_each_lengths_rule():
     # Another map in the ratio of its measured cost in Marion et al.'s task (ReLU's kinks cost steps).
     relu = seconds("--data", "max", "--n", "10", "--attention", "relu") - compile_seconds
     assert relu == pytest.approx(maximum * 2.1e-6 / 3.5e-7)
+
+
+def test_compare_runs_sgd_in_r_d_against_the_flow_of_the_seven(tmp_path, capsys):
+    """`flowsim compare --data spiked`: online SGD in R^D (`slr.run_family_sgd`) against the flow of the seven from
+    each seed's start. At lr = 0.01, batch 8, over t in [0, 1], SGD's noise moves the seven by about (lr / batch)^(1/2)
+    ~ 0.04 (tests/test_family_sgd.py measures the law): every deviation is below 0.3 (measured up to 0.09 at D = 8
+    over t in [0, 4]), and each seed's end is at the flow's attractor."""
+    out = tmp_path / "compare"
+    arguments = "compare --data spiked --nu 2 --D 4 --lr 0.01 --steps 100 --log-every 50 --seeds 2 --batch 8"
+    assert main([*arguments.split(), "--out", str(out), "--no-progress"]) == 0
+    assert "SGD vs gradient flow" in capsys.readouterr().out
+    rows = _table(out / "deviations.csv")
+    deviations = [[float(row[f"max_dev_{name}"]) for name in slr.SEVEN] for row in rows]
+    assert len(rows) == 2 and np.max(deviations) < 0.3 and all(row["same_attractor"] == "true" for row in rows)
+    record = json.loads((out / "run.json").read_text())["parameters"]
+    assert record["init"] is record["engine"] is record["decay"] is record["d"] is None and record["data"] == "spiked"

@@ -348,6 +348,14 @@ def _sgd(args):
 
 
 def _compare(args):
+    if _family(args):
+        longest = max(L for L, _ in args.lengths) if args.data != "marion" else args.L
+        D = args.D if args.data != "marion" else args.d
+        logs = args.steps // args.log_every
+        names = {"steps": "--steps", "seeds": "--seeds", "log_every": "--log-every", "batch": "--batch", "d": "--D"}
+        needs, costs = sgd_work("rd", args.seeds, args.steps, args.batch, longest, D, logs, names)
+        needs += _family_needs(args, args.seeds)
+        return needs, [*costs, family_flow_cost(args, "from every seed's start", args.seeds, _lower("--seeds"))]
     needs, costs = _sgd(args)
     logs = args.steps // args.log_every + 1
     needs.append(saved_need("the flow from every seed's start", args.seeds, logs, "raise --log-every"))

@@ -3,7 +3,8 @@
 `flowsim.cli` builds the parser from `COMMANDS`; the shared parts (the run's record, portrait,
 comparison, tables) are in the toolkit `flowsim.commands`. `flow` and `verify` take the model family too
 (docs/follow-up-models.md): --data chooses the data model, --geometry the norms, and every option a chosen model
-does not read is refused; `portrait` and `compare` take Marion et al.'s data only, and say why.
+does not read is refused; `compare` runs the family's SGD in R^D against its flow; `portrait` takes Marion et al.'s
+data only, and says why.
 """
 
 import argparse
@@ -421,18 +422,25 @@ def _sgd_options(parser) -> None:
 
 
 def _compare_options(parser) -> None:
-    _attention_option(parser)
+    _attention_option(parser, family=True)
     _task_options(parser, "compare", **_SGD_DEFAULTS)
-    _data_option(
-        parser,
-        "the data model: compare runs SGD, which flowsim has for Marion et al.'s data only (slr.run_sgd): spiked and "
-        "max are refused (their flow: flowsim flow --data spiked or max)",
-    )
+    _family_options(parser)
     _sgd_run_options(parser, seeds=8)
     parser.add_argument(
-        "--reference", choices=REFERENCES, default="flow", help="the gradient flow, or the PGD map at the same lr"
+        "--reference",
+        choices=REFERENCES,
+        default="flow",
+        help="the gradient flow, or the PGD map at the same lr (the map: Marion et al.'s task on the sphere only)",
     )
     option(parser, "--attractor-tol", float, ATTRACTOR_TOL, "end-point distance for 'same attractor'", TOLERANCE)
+    marion = "with --data marion and --geometry unit (slr.Problem's SGD; the family's draws its own starts, small "
+    marion += "with free norms or on the spheres with unit norms, in R^D, and has no schedule)"
+    read_only(parser, ["--init", "--engine", "--decay"], marion, "take --data marion and --geometry unit", _marion_task)
+
+
+def _marion_task(args) -> bool:
+    """Whether the options choose Marion et al.'s task on the sphere (`slr.Problem`), not the family's."""
+    return not _family_data(args) and _geometry(args) == "unit"
 
 
 def _verify_options(parser) -> None:
@@ -1016,6 +1024,8 @@ def _sgd_figure(run: slr.SGDRun, title: str):
 def _compare(args) -> int:
     import jax
 
+    if not _marion_task(args):
+        return _compare_family(args)
     setting = _sgd_setting(args)
     problem = _problem(args, args.decay, args.lr)
     record = _record(args)
@@ -1029,6 +1039,37 @@ def _compare(args) -> int:
         reference=args.reference,
         attractor_tol=args.attractor_tol,
     )
+    return parts.finish(record)
+
+
+def _compare_refusals(args) -> None:
+    if not _marion_task(args) and args.reference == "map":
+        raise InvalidInput(
+            "--reference map is the PGD map of Marion et al.'s task on the sphere: take --reference flow with the "
+            "family's data or free norms"
+        )
+    if args.steps % args.log_every:
+        raise InvalidInput(f"--log-every {args.log_every} must divide --steps {args.steps}")
+
+
+def _compare_family(args) -> int:
+    """Online SGD in R^D of the family's task (`slr.run_family_sgd`) against its flow from the same starts."""
+    import jax
+
+    problem = _task(args)
+    args.init = args.engine = args.decay = None  # not read (`_marion_task`): run.json records none
+    record = _record(args)
+    what = f"online SGD in R^{problem.D}, {args.steps} steps x {args.seeds} seeds"
+    with record.phase("sgd", what):
+        run = slr.run_family_sgd(
+            problem, jax.random.key(args.seed), lr=args.lr, steps=args.steps, batch=args.batch,
+            log_every=args.log_every, seeds=args.seeds,
+        )  # fmt: skip
+    comparison = parts.run_comparison(
+        record, run, "", progress=args.progress, reference="flow", attractor_tol=args.attractor_tol
+    )
+    print(f"{what}: {problem.describe()}, lr = {args.lr:g}, batch = {args.batch}\n")
+    print(comparison.table())
     return parts.finish(record)
 
 
@@ -1237,11 +1278,9 @@ COMMANDS = (
     Command(
         "compare",
         "run online SGD and compare it with the gradient flow from the same starts: deviations and overlay; "
-        "defaults: the paper's SGD run",
-        _refusing(
-            _marion_only("compare", "runs SGD, which flowsim has for Marion et al.'s data only (slr.run_sgd)"),
-            estimated(_compare, _estimates.COMMANDS["compare"]),
-        ),
+        "defaults: the paper's SGD run; with --data spiked or max (or --geometry free), SGD in R^D of the follow-up's "
+        "models against the flow of the seven order parameters (or the five overlaps with --geometry unit)",
+        _refusing(_compare_refusals, estimated(_compare, _estimates.COMMANDS["compare"])),
         _compare_options,
     ),
     Command(
