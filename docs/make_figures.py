@@ -24,8 +24,8 @@ RUNS = {
     "optima": ("optima", "optima.png"),
 }
 DATA = Path(__file__).resolve().parent / "data"
-#: figure name in docs/figures: the folder in docs/data holding the `flowsim sparse sweep` runs it is drawn from.
-SWEEPS = {"sparse_transformer": "sparse-transformer-h200"}
+#: figure name in docs/figures: the folders in docs/data holding the `flowsim sparse sweep` runs it is drawn from.
+SWEEPS = {"sparse_transformer": ("sparse-transformer-h200", "sparse-transformer-h200-budgets")}
 
 
 def make_figures(names: list[str] | None = None) -> None:
@@ -44,10 +44,10 @@ def make_figures(names: list[str] | None = None) -> None:
                 sys.exit(f"flowsim {command} exited with status {status}")
             shutil.copyfile(out / png, FIGURES / f"{name}.png")
             print(f"wrote {FIGURES / name}.png")
-    for name, folder in SWEEPS.items():
+    for name, folders in SWEEPS.items():
         if names and name not in names:
             continue
-        runs = sorted(path for path in (DATA / folder).iterdir() if path.is_dir())
+        runs = sorted(path for folder in folders for path in (DATA / folder).iterdir() if path.is_dir())
         sparse.sweep_figure(sparse.read_sweep(*runs)).savefig(FIGURES / f"{name}.png", dpi=110)
         print(f"wrote {FIGURES / name}.png")
 

@@ -173,9 +173,9 @@ CLI_CASES = [
     (
         "sparse sweep --erm-trials {E}",
         2,
-        "flowsim sparse sweep: error: this run would take about 1.9e+06 days "
-        "(estimated before starting: the ERM identifiability ({E} trials x 9 T, 8176 tokens in all) alone about "
-        "1.9e+06 days), more than 1 h: lower --erm-trials; or ask for it with --yes",
+        "flowsim sparse sweep: error: this run would take about 1.1e+05 days "
+        "(estimated before starting: the ERM identifiability ({E} trials x 5 T, 496 tokens in all) alone about "
+        "1.1e+05 days), more than 1 h: lower --erm-trials; or ask for it with --yes",
     ),
     (
         "sparse sweep --Ts 1000000000",
@@ -187,15 +187,15 @@ CLI_CASES = [
     (
         "sparse sweep --budgets {E}",
         2,
-        "flowsim sparse sweep: error: this run would take about 2.5e+07 days "
-        "(estimated before starting: the head's training ({E} steps x 3 rounds x 60 runs at 9 T) alone "
-        "about 2.5e+07 days), more than 1 h",
+        "flowsim sparse sweep: error: this run would take about 2.9e+06 days "
+        "(estimated before starting: the head's training ({E} steps x 3 rounds x 60 runs x 3 searches at 5 T) alone "
+        "about 2.9e+06 days), more than 1 h",
     ),
     (
         "sparse sweep --seeds {E}",
         2,
-        "flowsim sparse sweep: error: this run would need about 2.9e+08 TiB of memory, "
-        "{more}: the l1's training sets (6000000000000 runs x m 272 x T 4096, three copies) alone take 1.5e+08 TiB",
+        "flowsim sparse sweep: error: this run would need about 1.2e+07 TiB of memory, "
+        "{more}: the l1's training sets (6000000000000 runs x m 176 x T 256, three copies) alone take 5.9e+06 TiB",
     ),
     (
         "latent error --Ls 0",

@@ -41,7 +41,7 @@ RUNS = {
 #: once let the run finish before this process, polling its record, could send the SIGINT.
 RESUMED = {
     "sparse": (
-        "sparse sweep --Ts 64,128,256 --learners l1 --seeds 10 --candidates 6 --rounds 1 --erm-trials 20",
+        "sparse sweep --Ts 64,128,256 --learners l1 --seeds 10 --candidates 6 --rounds 1 --erm-trials 20 --repeats 1",
         ("critical.csv",),
         6,
     ),

@@ -310,7 +310,7 @@ def test_the_sweep_command(tmp_path):
 
     arguments = (
         "sparse sweep --Ts 16,32 --mlp-Ts 16 --mlp-span 2 --learners l1 head mlp --budgets 1000 --seeds 4 "
-        "--candidates 4 --rounds 1 --erm-trials 10"
+        "--candidates 4 --rounds 1 --erm-trials 10 --repeats 1"
     )
     assert main([*arguments.split(), "--out", str(tmp_path / "out")]) == 0
     table = (tmp_path / "out" / "critical.csv").read_text().splitlines()
@@ -493,7 +493,7 @@ def test_the_sweeps_estimate_knows_the_backend(monkeypatch, gpu):
     from flowsim.tasks.sparse import _estimates, _train
 
     monkeypatch.setattr(_train, "on_accelerator", lambda: gpu)
-    options = "--learners transformer --transformer-Ts 4096 --seeds 20 --budgets 1000 --erm-trials 1"
+    options = "--learners transformer --transformer-Ts 4096 --seeds 20 --budgets 1000 --erm-trials 1 --repeats 1"
     needs, costs = _estimates.sweep(_parser().parse_args(["sparse", "sweep", *options.split()]))
     seconds = sum(cost.seconds for cost in costs if "transformer" in cost.what)
     on_device = [need.nbytes for need in needs if "on the GPU" in need.what]

@@ -7,7 +7,8 @@ information limit, ERM identifiability), what one head can represent (the constr
 Lipschitz lemma), the learners (`AttentionHead` read out from a [CLS] query, `BitsMLP`, the paper's
 `OneLayerTransformer`, and the l1-penalised logistic regression "l1" as the positive control), their training
 (full-batch Adam or AdamW, vmapped over models, for a fixed budget or to convergence), the critical sample
-size m*(T) (`critical_sample_size`) and its scaling law with a model selection (`sweep`, `fit_scaling`).
+size m*(T) (`critical_sample_size`), measured by repeated independent searches (`repeated_critical_size`), and its
+scaling law with a model selection (`sweep`, `fit_scaling`).
 """
 
 from flowsim.tasks.sparse._critical import SUCCESS_ACCURACY, CriticalSize, critical_sample_size, success_rates
@@ -28,9 +29,20 @@ from flowsim.tasks.sparse._limits import (
     softmax_lipschitz_gap,
 )
 from flowsim.tasks.sparse._model import AttentionHead, BitsMLP, OneLayerTransformer
+from flowsim.tasks.sparse._repeats import (
+    INTERVAL_LEVEL,
+    RepeatedSize,
+    median_interval,
+    repeated_critical_size,
+    repeated_size,
+    search_key,
+)
 from flowsim.tasks.sparse._sweep import (
     BUDGETS,
+    DEFAULT_REPEATS,
     DEFAULT_TS,
+    EXTENDED_BUDGETS,
+    EXTENDED_TS,
     LAWS,
     MLP_SPAN,
     MLP_TS,
@@ -53,8 +65,12 @@ from flowsim.tasks.sparse._train import DEFAULTS, LEARNERS, LOSS_THRESHOLD, L1Fi
 __all__ = [
     "BUDGETS",
     "DEFAULTS",
+    "DEFAULT_REPEATS",
     "DEFAULT_TS",
+    "EXTENDED_BUDGETS",
+    "EXTENDED_TS",
     "FUNCTIONS",
+    "INTERVAL_LEVEL",
     "LAWS",
     "LEARNERS",
     "LOSS_THRESHOLD",
@@ -69,6 +85,7 @@ __all__ = [
     "Fit",
     "L1Fit",
     "OneLayerTransformer",
+    "RepeatedSize",
     "SparseTarget",
     "Sweep",
     "TrainingRun",
@@ -82,10 +99,14 @@ __all__ = [
     "fit_scaling",
     "identifies",
     "information_limit",
+    "median_interval",
     "paper_table",
     "read_sweep",
+    "repeated_critical_size",
+    "repeated_size",
     "required_score",
     "sample_bits",
+    "search_key",
     "selection_table",
     "softmax_lipschitz_gap",
     "success_rates",

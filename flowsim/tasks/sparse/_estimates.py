@@ -11,7 +11,7 @@ import math
 from flowsim._checks import Allowed, InvalidInput
 from flowsim._memory import Cost, Need, float_bytes
 
-__all__ = ["LENGTH", "SPAN", "sweep"]
+__all__ = ["LENGTH", "SPAN", "seconds", "sweep"]
 
 #: An input length on the command line: its range against --s is checked with the other options (`sweep`).
 LENGTH = Allowed("an integer > --s", lambda T: T >= 2, integer=True)
@@ -24,6 +24,8 @@ ERM_SECONDS = 2e-5
 #: (learner, budget, T) unit: measured by the default sweep on the idle 2-core CPU (BENCHMARKS.md, "Estimates before
 #: work": 1000 steps at T = 128 and 256, 48 s and 83 s for 3 rounds of 60 runs at m <= 152 and 176), after
 #: `UNIT_SECONDS` of compiling its programs (about 25 s a unit at T <= 64, where the training itself is negligible).
+#: The repetitions of a search (--repeats) compile nothing more: each adds its training (measured at T = 64 and 256,
+#: 1000 steps: a first search 54 s and 120 s, a second with another key 12 s and 41 s).
 #: The other learners' cost per element relative to the head's (the Transformer: ten heads' work, measured 10.5 x
 #: at T = 4096 by benchmarks/sparse_training.py; the l1 control: a solver run to its tolerance, no compiling,
 #: counted as 30 steps: 37 s at T = 4096 in the default sweep).
@@ -38,6 +40,12 @@ L1_STEPS = 30
 #: Transformer (the estimate errs long); the l1 control runs on the CPU (scikit-learn) wherever JAX computes.
 GPU_UNIT_SECONDS = 20.0
 GPU_ELEMENT_SECONDS = 1.7e-10
+#: On the CPU, the data of one run of a round: its training set, redrawn until it identifies the target, and its
+#: validation samples; seconds per run, and per (training + validation sample) x token. Measured by the control's units
+#: (its fits are cheap): 37 s for a search at T = 4096 alone; 2.5 to 8 s a search at T = 16 ... 256 in the default
+#: sweep beside other work (load 4 to 6). The GPU's costs above were measured with their data.
+RUN_SECONDS = 0.012
+SAMPLE_SECONDS = 2e-8
 #: A "converged" budget counted in steps: its runs stop once the training loss is <= 1e-6 or stops improving,
 #: but a group of runs trained side by side waits for its slowest (measured: 2.4 x and 2.1 x the 1000-step budget's
 #: time at T = 128 and 256).
@@ -54,8 +62,15 @@ def _information(T: int, s: int) -> int:
     return max(1, math.ceil(math.log2(math.comb(T, s))))
 
 
-def sweep(args) -> tuple[list, list]:
-    """The `sparse sweep` command's options checked together, and the memory and time of its run."""
+def seconds(args, gpu: bool | None = None) -> float:
+    """The estimated seconds of a `sparse sweep` run with the options `args`, on a GPU or on the CPU (`gpu`; default:
+    where JAX computes): e.g. of the command that extends the default, said before the default starts."""
+    return sum(cost.seconds for cost in sweep(args, gpu)[1])
+
+
+def sweep(args, gpu: bool | None = None) -> tuple[list, list]:
+    """The `sparse sweep` command's options checked together, and the memory and time of its run (on a GPU or on the
+    CPU: `gpu`; default: where JAX computes)."""
     lengths = {"head": ("--Ts", args.Ts), "l1": ("--Ts", args.Ts), "mlp": ("--mlp-Ts", args.mlp_Ts)}
     lengths["transformer"] = ("--transformer-Ts", args.transformer_Ts)
     spans = {"mlp": ("--mlp-span", args.mlp_span)}
@@ -77,7 +92,7 @@ def sweep(args) -> tuple[list, list]:
     from flowsim.tasks.sparse._critical import N_VALIDATION
     from flowsim.tasks.sparse._train import on_accelerator
 
-    gpu = on_accelerator()
+    gpu = on_accelerator() if gpu is None else gpu
     needs, costs = [], []
     every_T = sorted({T for learner in args.learners for T in lengths[learner][1]})
     costs.append(
@@ -102,6 +117,14 @@ def sweep(args) -> tuple[list, list]:
         )
         budget_steps = [L1_STEPS] if learner == "l1" else [_steps(b, args.max_steps) for b in args.budgets]
         elements = sum(runs * args.rounds * math.ceil(span * _information(T, args.s)) * T for T in Ts)
+        # Every run's training set and validation samples, for each budget and search (on the CPU: see RUN_SECONDS).
+        samples = sum(
+            runs
+            * args.rounds
+            * (RUN_SECONDS + SAMPLE_SECONDS * (math.ceil(span * _information(T, args.s)) + N_VALIDATION) * T)
+            for T in Ts
+        )
+        drawing = len(budget_steps) * samples
         if gpu and learner != "l1":
             # A round's runs side by side on the device, as floats: their training sets and validation samples.
             needs.append(
@@ -113,16 +136,17 @@ def sweep(args) -> tuple[list, list]:
                 )
             )
             compiling = GPU_UNIT_SECONDS * len(budget_steps) * len(Ts)
-            seconds = compiling + GPU_ELEMENT_SECONDS * elements * sum(budget_steps)
+            training, drawing = GPU_ELEMENT_SECONDS * elements * sum(budget_steps), 0.0
         else:
             compiling = 0.0 if learner == "l1" else UNIT_SECONDS * len(budget_steps) * len(Ts)
-            seconds = compiling + HEAD_ELEMENT_SECONDS * RELATIVE[learner] * elements * sum(budget_steps)
+            training = HEAD_ELEMENT_SECONDS * RELATIVE[learner] * elements * sum(budget_steps)
+        searches = f" x {args.repeats} searches" if args.repeats > 1 else ""
         costs.append(
             Cost(
                 f"the {learner}'s training ({' + '.join(map(str, budget_steps))} steps x {args.rounds} rounds x "
-                f"{runs} runs at {len(Ts)} T)",
-                seconds,
-                f"lower --seeds, --candidates, --rounds, the budgets (--budgets, --max-steps) or {option}",
+                f"{runs} runs{searches} at {len(Ts)} T)",
+                compiling + args.repeats * (training + drawing),
+                f"lower --seeds, --candidates, --rounds, --repeats, the budgets (--budgets, --max-steps) or {option}",
             )
         )
     return needs, costs

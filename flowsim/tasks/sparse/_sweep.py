@@ -1,11 +1,12 @@
 """The scaling law: the critical sample size m*(T) of each learner and training budget over a range of T,
 against the limits, with three laws fitted and compared.
 
-For each learner, budget and T: m*(T) with its bootstrap interval (`critical_sample_size`), the information
+For each learner, budget and T: m*(T) with its bootstrap interval (`critical_sample_size`), or measured by R
+independent searches (`repeats`: the median of their m* with an interval over them, `RepeatedSize`), the information
 limit log2 C(T, s) and the median ERM identifiability m_50%. Each (learner, budget) curve is fitted by
-weighted least squares (weights from each m*'s interval and the search's resolution) against a constant,
-a + b ln T, a + b T and a T^b, each with 95 % parameter intervals, chi^2 and AIC; the verdict names the law
-of least AIC, or the laws within 2 of it when the data do not tell them apart.
+weighted least squares (weights from the repetitions' spread, or from one search's interval and resolution) against
+a constant, a + b ln T, a + b T and a T^b, each with 95 % parameter intervals, chi^2 and AIC; the verdict names the
+law of least AIC, or the laws within 2 of it when the data do not tell them apart.
 """
 
 import math
@@ -22,11 +23,15 @@ from flowsim._checks import InvalidInput, as_floats, as_key, at_least, check_cou
 from flowsim.tasks.sparse._critical import critical_sample_size
 from flowsim.tasks.sparse._data import SparseTarget
 from flowsim.tasks.sparse._limits import erm_identifiability, information_limit
+from flowsim.tasks.sparse._repeats import RepeatedSize, repeated_sigma, repeated_size, search_key
 from flowsim.tasks.sparse._train import LEARNERS
 
 __all__ = [
     "BUDGETS",
+    "DEFAULT_REPEATS",
     "DEFAULT_TS",
+    "EXTENDED_BUDGETS",
+    "EXTENDED_TS",
     "LAWS",
     "MLP_SPAN",
     "MLP_TS",
@@ -45,10 +50,18 @@ __all__ = [
     "verdict",
 ]
 
-#: The default input lengths of the head and the control: 16 to 4096, two and a half decades.
-DEFAULT_TS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-#: The default training budgets: 1000 steps (the earlier sweep's), and until the training loss converges (capped).
-BUDGETS = (1000, "converged")
+#: The default input lengths of the head and the control: 16 to 256, chosen with `BUDGETS` and `DEFAULT_REPEATS` so that
+#: the default sweep (the control and the head) finishes within 20 minutes on 2 CPU cores (docs/science.md section 8):
+#: the decade where the control's m* rises and the head's budget does not change its m*.
+DEFAULT_TS = (16, 32, 64, 128, 256)
+#: The default training budget: 1000 steps (the paper's; at T <= 256 the head needs the same m* trained to convergence).
+BUDGETS = (1000,)
+#: The default number of independent searches per (learner, budget, T): m* is their median (`RepeatedSize`).
+DEFAULT_REPEATS = 3
+#: The input lengths and budgets of the sweep that extends the default to the paper's scale (its command is printed by
+#: the default's): T = 16 ... 4096, 1000 steps and to convergence, the Transformer as well.
+EXTENDED_TS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+EXTENDED_BUDGETS = (1000, "converged")
 #: The MLP's default input lengths and search span: it needs samples growing like T (measured 72 to 543 over
 #: T = 16 ... 128), beyond the head's span of 8 log2 C(T, s); at T = 2048 its padded training sets would
 #: not fit in memory.
@@ -195,8 +208,13 @@ def verdict(fits: dict[str, Fit]) -> str:
 
 
 def critical_sigma(result) -> float:
-    """The standard error of one m*: the larger of its bootstrap interval's half-width / 1.96 and half the
-    search's resolution at m* (m* minus the largest size tried below it), at least one sample."""
+    """The standard error of one m*, the weight of its T in the fits. Of one search (`CriticalSize`): the larger of
+    its bootstrap interval's half-width / 1.96 and half the search's resolution at m* (m* minus the largest size
+    tried below it), at least one sample. Of R searches (`RepeatedSize`): from the repetitions' spread, sqrt(pi / 2)
+    s / sqrt(R) with s the standard deviation of their m*, at least the median of their own standard errors over
+    sqrt(R), and one sample."""
+    if isinstance(result, RepeatedSize):
+        return repeated_sigma(result, [critical_sigma(s) for s in result.searches if np.isfinite(s.critical)])
     below = result.m[result.m < result.critical]
     resolution = result.critical - (below.max() if len(below) else 0.0)
     halves = [result.critical - result.interval[0], result.interval[1] - result.critical]
@@ -207,10 +225,11 @@ def critical_sigma(result) -> float:
 class Sweep(eqx.Module):
     """The result of `sweep`.
 
-    **Fields:** `Ts` (every T of the sweep, sorted); `s`; `results` ({(learner, budget): tuple of
-    `CriticalSize`, one per T}); `erm` (median ERM identifiability per T of `Ts`); `information` (log2 C(T, s)
-    per T); `fits` ({(learner, budget): `fit_scaling` of its finite m*, weighted by `critical_sigma`, if there
-    are at least 3}); `seconds` (per learner, computing only: units restored by a resumed run cost ~0).
+    **Fields:** `Ts` (every T of the sweep, sorted); `s`; `results` ({(learner, budget): tuple, one per T, of
+    `CriticalSize` (one search) or `RepeatedSize` (several)}); `erm` (median ERM identifiability per T of `Ts`);
+    `information` (log2 C(T, s) per T); `fits` ({(learner, budget): `fit_scaling` of its finite m*, weighted by
+    `critical_sigma`, if there are at least 3}); `seconds` (per learner, computing only: units restored by a resumed
+    run cost ~0).
     """
 
     Ts: np.ndarray
@@ -233,6 +252,7 @@ def sweep(
     s: int = 3,
     learners: tuple[str, ...] = ("l1", "head"),
     budgets: tuple = BUDGETS,
+    repeats: int = 1,
     learner_Ts: dict | None = None,
     spans: dict | None = None,
     options: dict | None = None,
@@ -248,6 +268,10 @@ def sweep(
     - `key`: a PRNG key or seed; `Ts`: the input lengths (each >= s + 1); `s`: the AND's support size.
     - `learners`: of `LEARNERS`; `budgets`: training budgets, each a number of steps or "converged" (the
       control, a solver run to its tolerance, is measured once, as "converged").
+    - `repeats`: independent searches per (learner, budget, T), R: 1, m* of one search (`CriticalSize`); R >= 2, the
+      median of R (`RepeatedSize`), the fits weighted by their spread. Repetition r searches with the key
+      `search_key(fold_in(key, T), r)`: repetition 0 is the single search, and a run with more repetitions extends
+      one with fewer (the CLI's default: `DEFAULT_REPEATS`).
     - `learner_Ts`: {learner: its own input lengths} for some (default: `Ts`; the Transformer's:
       `TRANSFORMER_TS`); `spans`: {learner: the search's m_high / m_low} for some (default 8).
     - `options`: {learner: `train` options} for some (lr, width, l1_scale, ...; defaults `DEFAULTS`).
@@ -255,13 +279,14 @@ def sweep(
     - `log`: called with a line per (learner, budget, T) as it finishes.
     - `unit`: a store of finished units, `unit(name, compute)` returning the stored result of `name` or
       `compute()`'s (e.g. `RunRecord.unit`, which keeps them across an interrupted run); one unit per
-      (learner, budget, T), named "{learner}-{budget}-T{T}", and one per T for the ERM limit ("erm-T{T}").
+      (learner, budget, T) and repetition r, named "{learner}-{budget}-T{T}" (r = 0) or "{learner}-{budget}-T{T}-r{r}",
+      and one per T for the ERM limit ("erm-T{T}").
     - `search`: passed to `critical_sample_size` (seeds, candidates, rounds, max_steps, log_every, ...).
 
     **Returns:** a `Sweep`.
     """
     key = as_key(key)
-    s = check_count("s", s, 1)
+    s, repeats = check_count("s", s, 1), check_count("repeats", repeats, 1)
     for learner in learners:
         if learner not in LEARNERS:
             raise ValueError(f"learners must hold names of {LEARNERS}, got {learner!r}")
@@ -289,23 +314,48 @@ def sweep(
         for T in swept[learner]:  # every budget at a T before the next T: a partial run compares the budgets
             target = SparseTarget(int(T), s)
             for budget in ("converged",) if learner == "l1" else budgets:
+                searches = []
+                for r in range(repeats):  # a T's repetitions one after another: they share its compiled programs
 
-                def compute(target=target, learner=learner, budget=budget, setting=setting):
-                    subkey = jax.random.fold_in(key, target.T)
-                    return critical_sample_size(target, subkey, learner=learner, budget=budget, **setting)
+                    def compute(target=target, learner=learner, budget=budget, setting=setting, r=r):
+                        subkey = search_key(jax.random.fold_in(key, target.T), r)
+                        return critical_sample_size(target, subkey, learner=learner, budget=budget, **setting)
 
-                found = _compute(unit, f"{learner}-{budget}-T{T}", compute)
+                    searches.append(_compute(unit, _unit_name(learner, budget, T, r), compute))
+                    if log is not None:
+                        said = "" if repeats == 1 else f", search {r + 1} of {repeats}"
+                        log(
+                            f"{learner}, budget {budget}, T = {T}{said}: m* = {searches[-1].critical:g} "
+                            f"{searches[-1].interval}, {np.mean(searches[-1].converged):.0%} of runs converged"
+                        )
+                found = searches[0] if repeats == 1 else repeated_size(searches)
                 curves.setdefault(found.budget, []).append(found)
-                if log is not None:
+                if log is not None and repeats > 1:
                     log(
-                        f"{learner}, budget {budget}, T = {T}: m* = {found.critical:g} {found.interval}, "
-                        f"{np.mean(found.converged):.0%} of runs converged"
+                        f"{learner}, budget {budget}, T = {T}: m* = {found.critical:g} (median of {repeats} searches), "
+                        f"interval {found.interval} ({found.coverage:.0%})"
                     )
         for budget, found in curves.items():
             results[learner, budget] = tuple(found)
         seconds[learner] = time.perf_counter() - began
     information = np.array([information_limit(int(T), s) for T in every_T])
     return Sweep(every_T, s, results, erm, information, _fits(results), seconds)
+
+
+def _unit_name(learner: str, budget, T: int, repetition: int) -> str:
+    """A search's unit: "{learner}-{budget}-T{T}", with "-r{repetition}" after it for repetitions r >= 1."""
+    return f"{learner}-{budget}-T{T}" + (f"-r{repetition}" if repetition else "")
+
+
+def _repetition(name: str) -> int:
+    """The repetition of a search's unit, from its name (`_unit_name`)."""
+    last = name.rsplit("-", 1)[-1]
+    return int(last[1:]) if last.startswith("r") and last[1:].isdigit() else 0
+
+
+#: The settings of a sweep's runs that decide what one search measures: searches pooled as repetitions of one
+#: (learner, budget, T) by `read_sweep` must agree on them.
+SEARCH_SETTINGS = ("seeds", "candidates", "rounds", "span", "mlp_span", "lr", "max_steps")
 
 
 def _fits(results: dict) -> dict:
@@ -322,9 +372,12 @@ def _fits(results: dict) -> dict:
 
 def read_sweep(*folders) -> Sweep:
     """The finished units of one or more `flowsim sparse sweep` runs, read from their folders (interrupted
-    runs included), as one `Sweep` with its fits: e.g. a sweep extended to other T, learners or budgets by a
-    later run. A (learner, budget, T) found in several folders is taken from the first; the search settings of
-    each run are those in its run.json (`CriticalSize.m` holds the sizes each search tried).
+    runs included), as one `Sweep` with its fits: e.g. a sweep extended to other T, learners, budgets or
+    repetitions by a later run. A search is named by its run's seed and its repetition (`sweep`'s `repeats`): the
+    searches of a (learner, budget, T) with different names are repetitions, pooled into a `RepeatedSize` (their
+    runs must agree on `SEARCH_SETTINGS`; e.g. runs with --seed 0 and --seed 1 are two searches), and a search found
+    in several folders is taken from the first. The search settings of each run are those in its run.json
+    (`CriticalSize.m` holds the sizes each search tried).
 
     **Arguments:** `folders`: the runs' folders (each holding run.json and units/).
 
@@ -336,6 +389,7 @@ def read_sweep(*folders) -> Sweep:
     if not folders:
         raise InvalidInput("read_sweep needs at least one folder")
     found: dict = {}
+    settings: dict = {}
     erm: dict[int, float] = {}
     seconds: dict[str, float] = {}
     sizes = set()
@@ -344,6 +398,7 @@ def read_sweep(*folders) -> Sweep:
         if record is None or record["parameters"].get("command") != "sparse sweep":
             raise InvalidInput(f"{folder} holds no run of flowsim sparse sweep (its run.json)")
         sizes.add(record["parameters"]["s"])
+        setting = {name: record["parameters"].get(name) for name in SEARCH_SETTINGS}
         for name in record["units"]:
             path = folder / UNITS / f"{name}.npz"
             if unchanged(folder, record, path.relative_to(folder).as_posix()) is False:
@@ -352,17 +407,35 @@ def read_sweep(*folders) -> Sweep:
                 erm.setdefault(int(name[5:]), float(np.median(load_unit(path)["trials"])))
             elif name.split("-")[0] in LEARNERS:
                 result = load_unit(path)
-                found.setdefault((result.learner, result.budget), {}).setdefault(result.T, result)
+                point = (result.learner, result.budget, result.T)
+                first, agreed = settings.setdefault(point, (folder, setting))
+                differ = [f"{k} = {agreed[k]} in {first}, {setting[k]} in {folder}" for k in agreed
+                          if agreed[k] != setting[k]]  # fmt: skip
+                if differ:
+                    raise InvalidInput(
+                        f"the searches of the {result.learner}, budget {result.budget}, at T = {result.T} are pooled "
+                        f"as repetitions, so their runs must search alike: {'; '.join(differ)}"
+                    )
+                searches = found.setdefault(point[:2], {}).setdefault(result.T, {})
+                searches.setdefault((record.get("seed"), _repetition(name)), result)
         for learner, spent in record.get("summary", {}).get("seconds_per_learner", {}).items():
             seconds[learner] = seconds.get(learner, 0.0) + spent
     if len(sizes) != 1:
         raise InvalidInput(f"the runs must have the same support size s, got {sorted(sizes)}")
     s = sizes.pop()
-    results = {curve: tuple(by_T[T] for T in sorted(by_T)) for curve, by_T in found.items()}
+    results = {curve: tuple(_pooled(by_T[T]) for T in sorted(by_T)) for curve, by_T in found.items()}
     Ts = np.array(sorted({T for by_T in found.values() for T in by_T} | set(erm)))
     median = np.array([erm.get(int(T), np.nan) for T in Ts])
     information = np.array([information_limit(int(T), s) for T in Ts])
     return Sweep(Ts, s, results, median, information, _fits(results), seconds)
+
+
+def _pooled(searches: dict):
+    """One search as it is, or several (named by seed and repetition) as a `RepeatedSize`, in the order of their
+    names."""
+    if len(searches) == 1:
+        return next(iter(searches.values()))
+    return repeated_size(searches[name] for name in sorted(searches, key=lambda name: (name[0] is None, name)))
 
 
 def _erm(target, key, trials) -> dict:
@@ -372,7 +445,8 @@ def _erm(target, key, trials) -> dict:
 
 def sweep_table(result: Sweep) -> dict[str, np.ndarray]:
     """One row per learner, budget and T: m*, its interval, the share of runs that converged (and the most
-    steps a run took), the ERM median and the information limit."""
+    steps a run took), the ERM median and the information limit; the searches R, the m* of each (space-separated)
+    and the interval's coverage (a search's bootstrap: 0.95; over R searches: that of `median_interval`)."""
     rows = [(curve, r) for curve, found in result.results.items() for r in found]
     at = {int(T): i for i, T in enumerate(result.Ts)}
     return {
@@ -386,7 +460,15 @@ def sweep_table(result: Sweep) -> dict[str, np.ndarray]:
         "max_steps_run": np.array([int(np.max(r.steps_run)) for _, r in rows]),
         "erm_median": np.array([result.erm[at[r.T]] for _, r in rows]),
         "information_limit": np.array([result.information[at[r.T]] for _, r in rows]),
+        "repeats": np.array([len(_searches(r)) for _, r in rows]),
+        "searches_m": np.array([" ".join(f"{s.critical:g}" for s in _searches(r)) for _, r in rows]),
+        "interval_coverage": np.array([r.coverage if isinstance(r, RepeatedSize) else 0.95 for _, r in rows]),
     }
+
+
+def _searches(result) -> tuple:
+    """The searches of a point: its own, or a repeated measurement's."""
+    return result.searches if isinstance(result, RepeatedSize) else (result,)
 
 
 def selection_table(result: Sweep) -> dict[str, np.ndarray]:
@@ -440,7 +522,8 @@ def paper_table(result: Sweep) -> dict[str, np.ndarray]:
 def sweep_figure(result: Sweep):
     """Three panels: m*(T) of every learner and budget with intervals, its law of least AIC, the limits and the
     paper's points; the Transformer's m* beside the paper's 18 points with their bars, on the paper's range;
-    the share of runs whose training converged, per learner, budget and T.
+    the share of runs whose training converged, per learner, budget and T. One colour per (learner, budget); where
+    m* is the median of repeated searches, each search's m* is a dot beside it.
 
     **Returns:** a matplotlib Figure.
     """
@@ -462,26 +545,33 @@ def sweep_figure(result: Sweep):
         for panel in (axes[0], axes[1]) if learner == "transformer" else (axes[0],):
             line = panel.errorbar(
                 Ts[finite], critical[finite], yerr=spread, marker=markers.get(budget, "v"), capsize=3,
-                color=lines.get(learner), ls="-" if budget == "converged" else ":",
+                color=lines.get((learner, budget)), ls="-" if budget == "converged" else ":",
                 label=f"{learner}, {budget if budget == 'converged' else budget + ' steps'}: m*",
             )  # fmt: skip
-            lines.setdefault(learner, line[0].get_color())
+            lines.setdefault((learner, budget), line[0].get_color())
+            repeated = [r for r in found if isinstance(r, RepeatedSize)]
+            if repeated:  # each search's own m*, beside the median of the R
+                each = np.array([(r.T, s.critical) for r in repeated for s in r.searches if np.isfinite(s.critical)])
+                panel.plot(*each.T, ".", ms=4, alpha=0.6, color=lines[learner, budget])
         for r in (r for r, ok in zip(found, finite, strict=True) if not ok):  # not learned up to the largest m tried
-            arrow = {"arrowstyle": "->", "color": lines[learner]}
+            arrow = {"arrowstyle": "->", "color": lines[learner, budget]}
             ax.annotate("", (r.T, r.m[-1] * 1.3), (r.T, r.m[-1]), arrowprops=arrow)
         fits = result.fits.get((learner, budget))
         if fits:
             best = min(fits.values(), key=lambda fit: fit.aic)
             grid = np.geomspace(Ts[finite].min(), Ts[finite].max(), 200)
-            ax.plot(grid, best(grid), "--", color=lines[learner], lw=1,
+            ax.plot(grid, best(grid), "--", color=lines[learner, budget], lw=1,
                     label=f"{learner}, {budget}: least AIC, {best.law}, b = {best.b:.3g}")  # fmt: skip
-        axes[2].plot(Ts, [np.mean(r.converged) for r in found], marker=markers.get(budget, "v"), color=lines[learner],
+        axes[2].plot(Ts, [np.mean(r.converged) for r in found], marker=markers.get(budget, "v"),
+                     color=lines[learner, budget],
                      ls="-" if budget == "converged" else ":", label=f"{learner}, {budget}")  # fmt: skip
     ax.plot(result.Ts, result.erm, "k^-", label="ERM identifiability (median)")
     ax.plot(result.Ts, result.information, "k:", label="information limit log2 C(T, s)")
     ax.errorbar(paper_T, paper_m, yerr=paper_bars, fmt="s", ms=4, color="tab:brown", label="Edelman et al.'s figure")
     ax.set(xscale="log", yscale="log", xlabel="input length T", ylabel="samples m")
-    ax.set_title(f"Critical sample size m*, {result.s}-AND (95 % bootstrap intervals)")
+    repeated = any(isinstance(r, RepeatedSize) for found in result.results.values() for r in found)
+    said = "\nbars: one search's 95 % bootstrap, or over R searches (dots: each search)" if repeated else ""
+    ax.set_title(f"Critical sample size m*, {result.s}-AND" + (said or " (95 % bootstrap intervals)"), fontsize=10)
     ax.legend(fontsize=6.5)
     axes[1].errorbar(paper_T, paper_m, yerr=paper_bars, fmt="s", color="tab:brown", capsize=2,
                      label="Edelman et al., read off their figure (bars: theirs)")  # fmt: skip
