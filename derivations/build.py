@@ -8,12 +8,12 @@ A task is a module of this package (one per task: `slr`, ...) with
 
 from pathlib import Path
 
-from . import latent, slr, slr_family, slr_maps
+from . import latent, slr, slr_family, slr_heads, slr_maps
 
 __all__ = ["GENERATED_FILES", "TASKS", "generate"]
 
 #: The task modules, in the order their files are written.
-TASKS = (slr, slr_maps, slr_family, latent)
+TASKS = (slr, slr_maps, slr_family, slr_heads, latent)
 
 #: Paths of the generated files, relative to the repository root.
 GENERATED_FILES = tuple(path for task in TASKS for path in task.OUTPUT_FILES)

@@ -3,8 +3,8 @@ of measurements too long to repeat here from their stored runs (docs/data).
 
 Usage: python docs/make_figures.py [NAME ...]   (all of them: about five minutes on 2 CPU cores, optima four)
 
-NAME: a figure's name in docs/figures (phase_portrait, sgd_sphere_schedule, compare, optima, sparse_transformer):
-only those are drawn again.
+NAME: a figure's name in docs/figures (phase_portrait, sgd_sphere_schedule, compare, optima, heads_diagram,
+sparse_transformer): only those are drawn again.
 """
 
 import shutil
@@ -22,6 +22,7 @@ RUNS = {
     "sgd_sphere_schedule": ("reproduce --only sgd_sphere_schedule", "sgd_sphere_schedule.png"),
     "compare": ("compare --seeds 8", "compare.png"),
     "optima": ("optima", "optima.png"),
+    "heads_diagram": ("heads diagram", "diagram.png"),
 }
 DATA = Path(__file__).resolve().parent / "data"
 #: figure name in docs/figures: the folders in docs/data holding the `flowsim sparse sweep` runs it is drawn from.

@@ -63,22 +63,30 @@ class InverseTimeDecay(AbstractSchedule):
     - `lam0`: the value at t = 0 (> 0).
     - `rate`: the decay per step (>= 0; the paper uses 1e-4; 0 keeps the value fixed).
     - `step_size`: the step alpha that maps steps to flow time (> 0).
+    - `until`: the step after which the value is frozen at lam0 / (1 + rate * until) (>= 0; default None:
+      never). The authors' two-head experiment decays to step 25 000, then freezes (docs/heads.md).
     """
 
     lam0: float
     rate: float
     step_size: float
+    until: float | None = None
 
     def __check_init__(self):
         POSITIVE.check("InverseTimeDecay.lam0", self.lam0)
         NON_NEGATIVE.check("InverseTimeDecay.rate", self.rate)
         POSITIVE.check("InverseTimeDecay.step_size", self.step_size)
+        if self.until is not None:
+            NON_NEGATIVE.check("InverseTimeDecay.until", self.until)
 
     def __call__(self, t):
         return self.at_step(jnp.asarray(t, dtype=float) / self.step_size)
 
     def at_step(self, step):
-        return self.lam0 / (1 + self.rate * jnp.asarray(step, dtype=float))
+        step = jnp.asarray(step, dtype=float)
+        if self.until is not None:
+            step = jnp.minimum(step, self.until)
+        return self.lam0 / (1 + self.rate * step)
 
     @property
     def initial(self) -> float:
@@ -87,4 +95,5 @@ class InverseTimeDecay(AbstractSchedule):
     def describe(self) -> str:
         if self.rate == 0:
             return f"{float(self.lam0):g}"
-        return f"{float(self.lam0):g}/(1 + {float(self.rate):g} step)"
+        frozen = "" if self.until is None else f", frozen after step {float(self.until):g}"
+        return f"{float(self.lam0):g}/(1 + {float(self.rate):g} step){frozen}"

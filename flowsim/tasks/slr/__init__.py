@@ -62,6 +62,20 @@ from flowsim.tasks.slr._family_risk import SEVEN
 from flowsim.tasks.slr._family_risk import bayes_risk as family_bayes_risk
 from flowsim.tasks.slr._family_sgd import FAMILY_MODES, FamilyTraining, family_loss, run_family_sgd, train_family
 from flowsim.tasks.slr._fixedpoints import fixed_points, fixed_points_on_manifold
+from flowsim.tasks.slr._heads_fixedpoints import heads_fixed_points
+from flowsim.tasks.slr._heads_fixedpoints import invariant_sets as heads_invariant_sets
+from flowsim.tasks.slr._heads_outcome import OUTCOMES as HEADS_OUTCOMES
+from flowsim.tasks.slr._heads_outcome import (
+    HeadsReproduction,
+    OutcomeShare,
+    classify_heads,
+    outcome_shares,
+    reproduce_heads,
+)
+from flowsim.tasks.slr._heads_phase import SpecialisationDiagram, specialisation_diagram, specialisation_figure
+from flowsim.tasks.slr._heads_problem import HeadsProblem
+from flowsim.tasks.slr._heads_sgd import run_heads_sgd
+from flowsim.tasks.slr._heads_state import HeadsLayout, heads_layout, heads_overlaps
 from flowsim.tasks.slr._init import INITIALISATIONS, initial_overlaps
 from flowsim.tasks.slr._maps import flow_by_rule, risk_by_rule
 from flowsim.tasks.slr._overlaps import OVERLAP_NAMES, check_overlaps, gram_matrix, overlaps
@@ -81,6 +95,7 @@ __all__ = [
     "FIGURE_TWO_NAMES",
     "FIGURE_TWO_NUS",
     "FIGURE_TWO_SETTINGS",
+    "HEADS_OUTCOMES",
     "INITIALISATIONS",
     "LARGEST_LAM",
     "MODES",
@@ -107,14 +122,19 @@ __all__ = [
     "FigureTwo",
     "FreeNorms",
     "GroundTruth",
+    "HeadsLayout",
+    "HeadsProblem",
+    "HeadsReproduction",
     "Lengths",
     "MapTrajectories",
     "MaxTokens",
     "MomentTable",
+    "OutcomeShare",
     "Problem",
     "ProblemOnManifold",
     "RuleMoments",
     "SGDRun",
+    "SpecialisationDiagram",
     "SpikedTokens",
     "Summary",
     "SweepResult",
@@ -127,6 +147,7 @@ __all__ = [
     "bayes_predict",
     "bayes_risk",
     "check_overlaps",
+    "classify_heads",
     "compare",
     "default_settings",
     "distance_to_manifold",
@@ -147,6 +168,10 @@ __all__ = [
     "flow_by_rule",
     "gram_matrix",
     "ground_truth",
+    "heads_fixed_points",
+    "heads_invariant_sets",
+    "heads_layout",
+    "heads_overlaps",
     "initial_overlaps",
     "iterate_map",
     "linear_predict",
@@ -154,18 +179,23 @@ __all__ = [
     "marion_slr",
     "max_slr",
     "oracle_risk",
+    "outcome_shares",
     "overlaps",
     "population_optimum",
     "population_risk",
     "predict",
     "reproduce",
+    "reproduce_heads",
     "risk_by_rule",
     "run_experiment",
     "run_family_sgd",
+    "run_heads_sgd",
     "run_sgd",
     "sample",
     "seven_from_vectors",
     "solve_flow",
+    "specialisation_diagram",
+    "specialisation_figure",
     "spiked_slr",
     "statistical_advantage",
     "summary_table",

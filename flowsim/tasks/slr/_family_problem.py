@@ -113,6 +113,11 @@ class FamilyProblem(AbstractTask):
 
     def __post_init__(self):
         self.attention = as_attention_map(self.attention, "FamilyProblem.attention")
+        if isinstance(self.data, DataModel) and self.data.locations > 1:
+            raise InvalidInput(
+                f"FamilyProblem takes one informative location, got SpikedTokens.locations = {self.data.locations}: "
+                "several locations (and several heads) are slr.HeadsProblem's"
+            )
         if isinstance(self.data, DataModel):
             self.rules = check_rules(self.data, self.rules)
             if self.moments is None:

@@ -51,6 +51,7 @@ from flowsim.tasks.slr._approach import TOLERANCE
 from flowsim.tasks.slr._family import LONGEST
 from flowsim.tasks.slr._own_maps import OWN_MAP, check_spec, loaded_digest, own_map
 from flowsim.tasks.slr._problem import PARAMETERS
+from flowsim.tasks.slr.heads_cli import HEADS
 from flowsim.verify import VerifyReport
 
 __all__ = ["COMMANDS", "DESCRIPTION"]
@@ -1316,4 +1317,5 @@ COMMANDS = (
         estimated(_reproduce, _estimates.COMMANDS["reproduce"]),
         _reproduce_options,
     ),
+    HEADS,
 )
