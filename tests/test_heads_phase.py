@@ -2,6 +2,7 @@
 the flow and the outcome rule called directly. One compiled flow (the state's size and the schedule's form are the
 same in every cell; lam0 and d are values)."""
 
+import csv
 import math
 
 import jax
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from flowsim._checks import InvalidInput
+from flowsim.cli import main
 from flowsim.integrate import solve_flow
 from flowsim.schedules import InverseTimeDecay
 from flowsim.tasks import slr
@@ -57,3 +59,24 @@ def test_figure_and_plateau_fit(diagram):
 def test_bad_input_is_refused(arguments, message):
     with pytest.raises(InvalidInput, match=message):
         specialisation_diagram(**(GRID | arguments))
+
+
+def test_the_command_writes_the_diagram(tmp_path, capsys, diagram):
+    """`flowsim heads diagram` on one cell of the fixture's grid (the same sizes: its compiled flow serves) writes the
+    shares the Python call gives, the table and the figure; a threshold outside (0, 1) is refused in one line."""
+    out = tmp_path / "diagram"
+    arguments = "heads diagram --lams 2 --ds 16 --n 3 --L 4 --steps 4000 --saves 9 --seed 4 --no-progress"
+    assert main([*arguments.split(), "--out", str(out)]) == 0
+    assert "median plateau" in capsys.readouterr().out
+    with open(out / "diagram.csv", newline="") as file:
+        (row,) = list(csv.DictReader(file))
+    # The command's one cell is the grid's cell 0 of its own key: the shares of 3 starts, summing to 1.
+    shares = [float(row[name]) for name in slr.HEADS_OUTCOMES]
+    assert (float(row["lam0"]), int(row["d"])) == (2.0, 16) and sum(shares) == pytest.approx(1.0)
+    assert (out / "diagram.png").exists()
+    try:
+        status = main(["heads", "diagram", "--k-threshold", "1", "--out", str(tmp_path / "refused")])
+    except SystemExit as exit:
+        status = exit.code
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("flowsim heads: error: --k-threshold must be") and len(err.splitlines()) == 1

@@ -135,6 +135,24 @@ def _reproduce(args) -> int:
     return parts.finish(record)
 
 
+def _data_options(parser) -> None:
+    """The informative tokens' spread and the label noise, the authors' by default."""
+    option(parser, "--gamma", float, math.sqrt(0.5), "standard deviation of an informative token", SCALE)
+    option(parser, "--eps", float, 0.1, "label noise", NOISE)
+
+
+def _schedule_options(parser) -> None:
+    """The authors' schedule of lambda: lam0 / (1 + decay * step), frozen from step --until."""
+    option(parser, "--decay", float, 2e-4, "lambda schedule lam0 / (1 + decay * step)", NON_NEGATIVE)
+    option(parser, "--until", int, 25_000, "the step from which lambda stays fixed", at_least(0))
+
+
+def _threshold_options(parser) -> None:
+    """The outcome rule's thresholds (`classify_heads`)."""
+    option(parser, "--k-threshold", float, 0.3, "a head takes location j if |<k_h, k*_j>| reaches it", _THRESHOLD)
+    option(parser, "--v-threshold", float, 0.3, "... and |<v_h, v*_j>| reaches this", _THRESHOLD)
+
+
 def _reproduce_options(parser) -> None:
     output_options(parser, "heads", seed=0, resumable=True)  # the folder is named by the command, `heads`
     option(parser, "--seeds", int, 200, "SGD runs, each from its own start and batches", at_least(1))
@@ -143,17 +161,14 @@ def _reproduce_options(parser) -> None:
     option(parser, "--locations", int, 2, "S, the informative locations (at most --L)", at_least(1))
     option(parser, "--d", int, 80, "dimension of the tokens (the spike is sqrt(d/2))", at_least(1))
     option(parser, "--L", int, 10, "tokens per sequence", at_least(1))
-    option(parser, "--gamma", float, math.sqrt(0.5), "standard deviation of an informative token", SCALE)
-    option(parser, "--eps", float, 0.1, "label noise", NOISE)
+    _data_options(parser)
     option(parser, "--lam0", float, 2.0, "inverse temperature at step 0", SCALE)
-    option(parser, "--decay", float, 2e-4, "lambda schedule lam0 / (1 + decay * step)", NON_NEGATIVE)
-    option(parser, "--until", int, 25_000, "the step from which lambda stays fixed", at_least(0))
+    _schedule_options(parser)
     option(parser, "--lr", float, 1e-3, "SGD's step (the flow's clock is t = lr * step)", POSITIVE)
     option(parser, "--batch", int, 5, "sequences per SGD step", at_least(1))
     option(parser, "--steps", int, 100_000, "SGD steps (a multiple of --log-every)", at_least(1))
     option(parser, "--log-every", int, 1000, "log the order parameters every this many steps", at_least(1))
-    option(parser, "--k-threshold", float, 0.3, "a head takes location j if |<k_h, k*_j>| reaches it", _THRESHOLD)
-    option(parser, "--v-threshold", float, 0.3, "... and |<v_h, v*_j>| reaches this", _THRESHOLD)
+    _threshold_options(parser)
     parser.add_argument(
         "--draws", type=OneOf(("float32", "float64")), default="float32", help="dtype the tokens are drawn in"
     )
@@ -215,15 +230,12 @@ def _diagram_options(parser) -> None:
     option(parser, "--ds", comma_separated(_DIMENSION), "20,40,80,160,320", "dimensions d, a,b,c")
     option(parser, "--n", int, 50, "uniform starts a cell", at_least(1))
     option(parser, "--L", int, 10, "tokens per sequence (at least 2: the two locations)", at_least(2))
-    option(parser, "--gamma", float, math.sqrt(0.5), "standard deviation of an informative token", SCALE)
-    option(parser, "--eps", float, 0.1, "label noise", NOISE)
-    option(parser, "--decay", float, 2e-4, "lambda schedule lam0 / (1 + decay * step)", NON_NEGATIVE)
-    option(parser, "--until", int, 25_000, "the step from which lambda stays fixed", at_least(0))
+    _data_options(parser)
+    _schedule_options(parser)
     option(parser, "--lr", float, 1e-3, "the step that maps steps to flow time t = lr * step", POSITIVE)
     option(parser, "--steps", int, 100_000, "the horizon in steps (t = lr * steps)", at_least(1))
     option(parser, "--saves", int, 201, "saved times, evenly spaced (the plateau's resolution)", at_least(2))
-    option(parser, "--k-threshold", float, 0.3, "a head takes location j if |<k_h, k*_j>| reaches it", _THRESHOLD)
-    option(parser, "--v-threshold", float, 0.3, "... and |<v_h, v*_j>| reaches this", _THRESHOLD)
+    _threshold_options(parser)
     quick_option(parser, "a smoke run", lams="2", ds="20,80", n="8")
 
 
