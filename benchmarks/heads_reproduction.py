@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 from flowsim import slr  # noqa: E402
 from flowsim._memory import format_seconds  # noqa: E402
 from flowsim.schedules import InverseTimeDecay  # noqa: E402
-from flowsim.tasks.slr._heads_outcome import OUTCOMES, heads_flow_cost, reproduce_heads  # noqa: E402
+from flowsim.tasks.slr._heads_outcome import OUTCOMES, reproduce_heads  # noqa: E402
 from flowsim.tasks.slr._heads_problem import HeadsProblem  # noqa: E402
 from flowsim.tasks.slr._heads_sgd import heads_sgd_work  # noqa: E402
 
@@ -95,7 +95,7 @@ def main() -> None:
     print(f"{problem.describe()}; {args.seeds} seeds x {args.steps} steps, batch {BATCH}, lr {LR:g}")
     _, costs = heads_sgd_work(problem, args.seeds, args.steps, BATCH, args.steps // 1000)
     if flow:
-        costs.append(heads_flow_cost(problem, args.seeds, LR * args.steps))
+        costs.append(problem.flow_cost(args.seeds, LR * args.steps))
     for cost in costs:
         print(f"estimate before work: {cost.what}: {format_seconds(cost.seconds)}")
     print(f"estimate before work, in all: {format_seconds(sum(cost.seconds for cost in costs))}")

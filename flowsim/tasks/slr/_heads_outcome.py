@@ -44,7 +44,6 @@ __all__ = [
     "check_threshold",
     "classify_heads",
     "head_locations",
-    "heads_flow_cost",
     "outcome_shares",
     "reproduce_heads",
 ]
@@ -273,7 +272,7 @@ def reproduce_heads(
     costs = heads_sgd_work(problem, seeds, steps, batch, logs, draws)[1]
     flow = flow and not shared_noise
     if flow:
-        costs.append(heads_flow_cost(problem, seeds, lr * steps))
+        costs.append(problem.flow_cost(seeds, lr * steps, "lower the seeds, or leave the flow out"))
     check_work("reproduce_heads", needs, costs, force=force)
     store = unit if unit is not None else (lambda name, compute: compute())
     say = log if log is not None else (lambda line: None)
@@ -316,8 +315,3 @@ def reproduce_heads(
         problem, float(lr), int(steps), int(batch), k_threshold, v_threshold, pieces[0]["steps"], states, risk,
         ended, outcomes, shares, flow_final, flow_outcomes, flow_shares,
     )  # fmt: skip
-
-
-def heads_flow_cost(problem: HeadsProblem, trajectories: int, t_span: float = 100.0):
-    """The estimated time of the flow from `trajectories` starts over `t_span` (`HeadsProblem.flow_cost`)."""
-    return problem.flow_cost(trajectories, t_span, "lower the seeds, or leave the flow out")

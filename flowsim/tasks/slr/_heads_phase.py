@@ -31,7 +31,7 @@ from flowsim.tasks.slr._heads_outcome import (
 from flowsim.tasks.slr._heads_problem import HeadsProblem
 from flowsim.tasks.slr._heads_state import sphere_states
 
-__all__ = ["SpecialisationDiagram", "specialisation_diagram", "specialisation_figure"]
+__all__ = ["SpecialisationDiagram", "specialisation_diagram", "specialisation_figure", "two_head_problem"]
 
 
 class SpecialisationDiagram(eqx.Module):
@@ -77,7 +77,8 @@ class SpecialisationDiagram(eqx.Module):
         return float(slope), float(intercept)
 
 
-def _problem(lam0: float, d: int, L: int, gamma: float, eps: float, rate: float, lr: float, until: float):
+def two_head_problem(lam0: float, d: int, L: int, gamma: float, eps: float, rate: float, lr: float, until: float):
+    """The authors' two-head task (H = S = 2, erf, Marion et al.'s tokens) with their schedule from `lam0`."""
     schedule = InverseTimeDecay(lam0, rate, lr, until=until)
     return HeadsProblem(marion_slr(d, L, gamma, eps, locations=2), heads=2, lam=schedule)
 
@@ -126,7 +127,7 @@ def specialisation_diagram(
     v_threshold = check_threshold("v_threshold", v_threshold)
     key = as_key(key)
     times = np.linspace(0.0, lr * steps, saves)
-    one = _problem(float(lams[0]), int(ds[0]), L, gamma, eps, rate, lr, until)
+    one = two_head_problem(float(lams[0]), int(ds[0]), L, gamma, eps, rate, lr, until)
     cost = one.flow_cost(lams.size * ds.size * n, float(times[-1]), "lower n, or take fewer lams or ds")
     check_work("specialisation_diagram", (), [cost], force=force)
     store = unit if unit is not None else (lambda name, compute: compute())
@@ -134,7 +135,7 @@ def specialisation_diagram(
     plateau = np.full((lams.size, ds.size, n), np.inf)
     for i, lam0 in enumerate(lams):
         for j, d in enumerate(ds):
-            problem = _problem(float(lam0), int(d), L, gamma, eps, rate, lr, until)
+            problem = two_head_problem(float(lam0), int(d), L, gamma, eps, rate, lr, until)
             layout = problem.layout
 
             def compute(problem=problem, cell=i * ds.size + j):

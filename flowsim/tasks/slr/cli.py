@@ -1043,14 +1043,19 @@ def _compare(args) -> int:
     return parts.finish(record)
 
 
+def _check_log_every(args) -> None:
+    """--log-every must divide --steps (SGD logs at whole multiples of it), for `sgd` and `compare` alike."""
+    if args.steps % args.log_every:
+        raise InvalidInput(f"--log-every {args.log_every} must divide --steps {args.steps}")
+
+
 def _compare_refusals(args) -> None:
     if not _marion_task(args) and args.reference == "map":
         raise InvalidInput(
             "--reference map is the PGD map of Marion et al.'s task on the sphere: take --reference flow with the "
             "family's data or free norms"
         )
-    if args.steps % args.log_every:
-        raise InvalidInput(f"--log-every {args.log_every} must divide --steps {args.steps}")
+    _check_log_every(args)
 
 
 def _compare_family(args) -> int:
@@ -1076,8 +1081,7 @@ def _compare_family(args) -> int:
 
 def _sgd_setting(args) -> _SGDSetting:
     """The SGD options of `sgd` and `compare`, checked together."""
-    if args.steps % args.log_every:
-        raise InvalidInput(f"--log-every {args.log_every} must divide --steps {args.steps}")
+    _check_log_every(args)
     return _SGDSetting(
         init=_given_overlaps(args.init),
         lr=args.lr,

@@ -53,7 +53,6 @@ def _problem(args):
 
 
 def _reproduce_work(args):
-    from flowsim.tasks.slr._heads_outcome import heads_flow_cost
     from flowsim.tasks.slr._heads_sgd import heads_sgd_work
 
     problem = _problem(args)
@@ -63,8 +62,7 @@ def _reproduce_work(args):
     needs = heads_sgd_work(problem, min(args.block, args.seeds), args.steps, args.batch, logs, args.draws, names)[0]
     costs = heads_sgd_work(problem, args.seeds, args.steps, args.batch, logs, args.draws, names)[1]
     if not (args.no_flow or args.shared_noise):
-        cost = heads_flow_cost(problem, args.seeds, args.lr * args.steps)
-        costs.append(cost._replace(advice="lower --seeds, or add --no-flow"))
+        costs.append(problem.flow_cost(args.seeds, args.lr * args.steps, "lower --seeds, or add --no-flow"))
     return needs, costs
 
 
@@ -183,9 +181,9 @@ def _reproduce_options(parser) -> None:
 
 
 def _diagram_problem(args, lam0: float, d: int):
-    from flowsim.tasks.slr._heads_phase import _problem as diagram_problem
+    from flowsim.tasks.slr._heads_phase import two_head_problem
 
-    return diagram_problem(lam0, d, args.L, args.gamma, args.eps, args.decay, args.lr, args.until)
+    return two_head_problem(lam0, d, args.L, args.gamma, args.eps, args.decay, args.lr, args.until)
 
 
 def _diagram_work(args):
