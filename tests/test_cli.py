@@ -561,18 +561,17 @@ def test_a_diverging_sgd_run_exits_1_and_keeps_its_results(tmp_path, capsys):
 
 
 def test_sgd_and_compare_say_the_same_of_a_run_whose_risk_rose(tmp_path, capsys):
-    """At lr = 0.3 the chain stays finite (each step is renormalised) but both seeds' risks end far above where they
-    started: `sgd` and `compare`, given the same run (the demo's sizes: its compiled chain and flow serve), both
-    report those seeds as diverged and exit 1. `compare` said nothing of it before."""
+    """At lr = 0.3 the chain stays finite (each step is renormalised) but a seed's risk may end far above where it
+    started (with these keys seed 1's: 4.97 to 7.51; which seeds rise is the draws' chance): `sgd` and `compare`,
+    given the same run (the demo's sizes: its compiled chain and flow serve), both report those seeds as diverged
+    and exit 1. `compare` said nothing of it before."""
     said = {}
     for name in ("sgd", "compare"):
         arguments = f"{name} --d {D} --L {L} --steps {SAVES - 1} --log-every 1 --seeds {N} --decay 1e-4 --lr 0.3"
         assert main([*arguments.split(), "--out", str(tmp_path / name), "--no-progress"]) == 1
         said[name] = [line.removeprefix(f"flowsim {name}: ") for line in capsys.readouterr().err.splitlines()]
     assert said["sgd"] == said["compare"]
-    assert [line.split(": its risk rose")[0] for line in said["sgd"]] == [
-        f"numerical failure: seed {seed} diverged" for seed in range(N)
-    ]
+    assert [line.split(": its risk rose")[0] for line in said["sgd"]] == ["numerical failure: seed 1 diverged"]
 
 
 def test_derive_regenerates_the_equations_outside_the_package(processes):

@@ -98,6 +98,18 @@ def test_wishart_2x2_has_the_law_of_scipy_wishart(scale, dof):
             assert scipy.stats.ks_2samp(draws[:, j], reference[:, j]).pvalue > 1e-3
 
 
+def test_the_draws_are_float32_and_the_step_computes_in_float64():
+    """A step's random numbers are float32 (docs/science.md section 5) and the step widens them before any arithmetic:
+    it gives, bit for bit, what it gives the same numbers cast to float64 by hand, a float64 state."""
+    problem = slr.Problem(80, 3, 0.5, eps=0.1)
+    noise = problem.sgd_noise(jax.random.key(0), 2)
+    assert [x.dtype for x in noise] == [jnp.float32, jnp.float32]
+    m = jnp.asarray(START)
+    step = problem.sgd_step(0.0, m, 0.05, noise, 2)
+    assert step.dtype == jnp.float64
+    np.testing.assert_array_equal(step, problem.sgd_step(0.0, m, 0.05, tuple(x.astype(float) for x in noise), 2))
+
+
 def _z_scores(a, b):
     """Two-sample z-scores of the means and of the standard deviations, per overlap."""
     n_a, n_b = len(a), len(b)

@@ -11,9 +11,10 @@ __all__ = ["INITIALISATIONS", "chi_square", "initial_overlaps"]
 INITIALISATIONS = ("sphere", "manifold")
 
 
-def chi_square(key, dof: int, shape):
-    """chi-square draws with dof degrees of freedom (zero when dof = 0); dof may be traced."""
-    return jnp.where(dof == 0, 0.0, 2 * jax.random.gamma(key, jnp.maximum(dof, 1) / 2, shape))
+def chi_square(key, dof: int, shape, dtype=float):
+    """chi-square draws with dof degrees of freedom (zero when dof = 0), of this float dtype; dof may be traced."""
+    draws = 2 * jax.random.gamma(key, jnp.maximum(dof, 1) / 2, shape, dtype)
+    return jnp.where(dof == 0, jnp.zeros((), dtype), draws)
 
 
 def initial_overlaps(key: PRNGKeyArray, d: int, n: int, kind: str = "sphere") -> Float[Array, "n 5"]:

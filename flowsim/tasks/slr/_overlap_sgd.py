@@ -26,6 +26,10 @@ Two reductions keep the random numbers per step near 2 batch L, all exact in law
 The weights c_i, c'_i are automatic derivatives of the same predictor as in R^d (`squared_loss`, with
 the problem's attention map: the construction does not depend on the map);
 the rest is linear algebra in R^4, pinned against the R^d step on the same data by the tests.
+
+The random numbers are drawn in float32 and the step computes with them in float64 (the state is float64):
+the law is exact to float32's resolution of each draw, and a step costs about half of what float64 draws
+made it cost (docs/science.md section 5).
 """
 
 import jax
@@ -144,14 +148,21 @@ def draws_per_step(batch: int, L: int) -> int:
     return batch * (2 * L + 3) + 9
 
 
+#: The float type of a step's random numbers. The chain's state and arithmetic are float64; its draws are float32,
+#: which keeps its law to float32's resolution (a normal is a quantile of a uniform on a grid of about 2e-7: none
+#: beyond about 5.4 standard deviations, a probability of 6e-8) at a fraction of float64 draws' cost (issue 57).
+_DRAWS = jnp.float32
+
+
 def draw_step_noise(key, batch: int, L: int, d: int):
-    """The random numbers of one step: standard normals and two chi-square draws (d - 4, d - 5 dof).
+    """The random numbers of one step, in float32 (`_DRAWS`): standard normals and two chi-square draws (d - 4 and
+    d - 5 degrees of freedom; d may be traced). `sgd_step` computes with them in float64.
 
     **Returns:** (normals of shape (draws_per_step(batch, L),), chi-squares of shape (2,)).
     """
-    key_normal, key_1, key_2 = jax.random.split(key, 3)
-    chi2 = jnp.stack([chi_square(key_1, d - 4, ()), chi_square(key_2, d - 5, ())])
-    return jax.random.normal(key_normal, (draws_per_step(batch, L),)), chi2
+    key_normal, key_chi2 = jax.random.split(key)
+    chi2 = chi_square(key_chi2, jnp.stack([d - 4, d - 5]), (2,), _DRAWS)
+    return jax.random.normal(key_normal, (draws_per_step(batch, L),), _DRAWS), chi2
 
 
 def sgd_step(problem, m, lam, lr, noise, batch: int) -> Float[Array, "5"]:
@@ -163,13 +174,15 @@ def sgd_step(problem, m, lam, lr, noise, batch: int) -> Float[Array, "5"]:
     - `m`: the current overlaps, shape (5,).
     - `lam`: the inverse temperature of this step.
     - `lr`: the step size.
-    - `noise`: the step's random numbers, from `draw_step_noise`.
+    - `noise`: the step's random numbers, from `draw_step_noise` (float32; the step computes in m's float64).
     - `batch`: samples per step (static).
 
     **Returns:** the overlaps after the projected, renormalised step, shape (5,).
     """
     L, gamma = problem.L, problem.gamma
-    normals, (chi2_1, chi2_2) = noise
+    # float32 draws, float64 arithmetic: the cast comes first, so that no product is rounded to float32.
+    normals, chi2 = (x.astype(m.dtype) for x in noise)
+    chi2_1, chi2_2 = chi2
     k, v = frame(m)
     q1, q2 = _span_basis(k, v)  # k = q1, v = v1 q1 + v2 q2
     v1, v2 = _dot(v, q1), _dot(v, q2)
