@@ -16,8 +16,9 @@ trajectory is extrapolated linearly to every B (each trajectory is solved on its
 
 flowsim is timed with Tsit5, with the linearly implicit `Rodas5` (order 5) and `Rosenbrock4`
 (order 4), both given the generated Jacobian through the field's JVP, and with its own choice
-(`choose_solver`), at the baselines' tolerances. For each (B, solver): calls 1 and 2 integrate to
-a tiny horizon (the same compiled program; compile = call 1 - call 2), call 3 to t = 100 (the run).
+(`choose_solver`), at the baselines' tolerances; `rodas5-one-call` is Rodas5 without the compacted
+solve (the batch stepped in one call until its slowest trajectory ends). For each (B, solver): calls 1
+and 2 integrate to a tiny horizon (the same compiled program; compile = call 1 - call 2), call 3 to t = 100 (the run).
 `--devices N` splits the host CPU into N JAX devices (XLA_FLAGS, set before JAX starts) over which
 the batch is sharded (flowsim.devices).
 
@@ -59,7 +60,10 @@ def parse_args():
     parser.add_argument("--t1", type=float, default=100.0)
     parser.add_argument("--batches", type=counts, default="1000,10000")
     parser.add_argument(
-        "--solvers", type=str, default="auto,tsit5,rodas5,rosenbrock4", help="of auto, tsit5, rodas5, rosenbrock4"
+        "--solvers",
+        type=str,
+        default="auto,tsit5,rodas5,rosenbrock4",
+        help="of auto, tsit5, rodas5, rodas5-one-call, rosenbrock4",
     )
     parser.add_argument("--ivp-trajectories", type=int, default=20, help="RK45 loop subset (LSODA: 5x as many)")
     parser.add_argument("--devices", type=int, default=1, help="JAX CPU devices to shard the batch over")
@@ -103,10 +107,9 @@ def _ivp_loop(problem, starts, t1, method):
     return time.perf_counter() - start, evaluations / len(starts), np.array(finals), ok
 
 
-def time_flowsim(problem, m0, t1, solver):
-    """(compile seconds, run seconds, Trajectories) for one batch; solver None: flowsim's own choice."""
+def time_flowsim(problem, m0, t1, options):
+    """(compile seconds, run seconds, Trajectories) for one batch; options for solve_flow ({}: flowsim's choice)."""
     ts = jnp.linspace(0.0, t1, 11)
-    options = {} if solver is None else {"solver": solver}
     times = []
     for horizon in (ts * 1e-9, ts * 1e-9, ts):  # the first two: same program, negligible run
         start = time.perf_counter()
@@ -145,7 +148,14 @@ def main():
         )
     chosen, why = choose_solver(problem, m_all[: args.batches[-1]], args.t1, rtol=RTOL)
     print(f"flowsim's choice at these starts: {type(chosen).__name__} ({why})")
-    solvers = {"auto": None, "tsit5": diffrax.Tsit5(), "rodas5": Rodas5(), "rosenbrock4": Rosenbrock4()}
+    solvers = {
+        "auto": {},
+        "tsit5": {"solver": diffrax.Tsit5()},
+        "rodas5": {"solver": Rodas5()},
+        # The batch stepped until its slowest trajectory ends, in one call (flowsim before the compacted solve).
+        "rodas5-one-call": {"solver": Rodas5(), "compacted": False},
+        "rosenbrock4": {"solver": Rosenbrock4()},
+    }
     rows = []
     for batch in args.batches:
         for name in args.solvers:

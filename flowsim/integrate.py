@@ -8,12 +8,11 @@ saved times hold NaN, never a number that was not computed.
 """
 
 import contextlib
-import threading
-from collections.abc import Callable, Iterator
+import functools
+from collections.abc import Callable
 
 import diffrax
 import equinox as eqx
-import equinox._errors
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,11 +21,13 @@ from jaxtyping import Array, Bool, Float, Int
 from flowsim import _status
 from flowsim._checks import InvalidInput
 from flowsim._compile import compiled_call, filter_jit, traced
+from flowsim._diffeqsolve import advance_rows, start_rows
+from flowsim._diffeqsolve import solve as _solve
 from flowsim._interrupt import Interrupted, checking_enabled, ctrl_c_stops, interruption, run_interruptibly
 from flowsim._memory import Need, check_fits
 from flowsim._status import Failure, Status
 from flowsim._task import check_states, images, show_state, task_jacobian, task_risk, task_vector_field
-from flowsim.devices import over_batch, shard_batch
+from flowsim.devices import shard_batch
 from flowsim.rosenbrock import Rodas5, Rosenbrock4
 
 __all__ = [
@@ -121,6 +122,7 @@ def integrate(
     steady_state_tol: float | None = None,
     progress: bool = False,
     interruptible: bool | None = None,
+    compacted: bool | None = None,
 ) -> Trajectories:
     """Integrate dy/dt = field(t, y, args) from each row of y0, saving at ts.
 
@@ -146,6 +148,10 @@ def integrate(
       `flowsim.Interrupted` with every state computed until then. Each segment restarts the step
       size control (a few more steps; the same tolerances). Default: inside
       `flowsim._interrupt.checking()` (the command line), else one call for the whole solve.
+    - `compacted`: solve in rounds of `ROUND_STEPS` steps over the trajectories still running only, each resumed
+      where its last round ended (the same steps as one call: the same numbers), instead of stepping the whole
+      batch until its slowest trajectory ends; Ctrl-C then takes effect after the current round's chunk. Default:
+      for batches of at least `COMPACTED_BATCH` trajectories.
 
     **Returns:** a `Trajectories` (or raises `flowsim.Interrupted`, which holds one).
     """
@@ -165,7 +171,11 @@ def integrate(
     safe_y0 = jnp.where(valid[:, None], y0, y0[int(np.argmax(valid))] if valid.any() else 0.0)
     args = traced(args)
     interruptible = checking_enabled() if interruptible is None else interruptible
-    solve = _solve_in_segments if interruptible else _solve_at_once
+    compacted = batch >= COMPACTED_BATCH if compacted is None else compacted
+    if compacted:
+        solve = functools.partial(_solve_compacted, interruptible=interruptible)
+    else:
+        solve = _solve_in_segments if interruptible else _solve_at_once
     ys, y_final, t_final, status, why, num_steps, interrupted = solve(
         field,
         safe_y0,
@@ -223,40 +233,6 @@ STEP_SECONDS, TRAJECTORY_STEP_SECONDS = 2e-5, 3e-6
 #: Ctrl-C is honoured within about a second all the same. Windows are set by step counts, never by clocks: the same
 #: solve is cut the same way, to the same numbers, on every run.
 STOP_SECONDS = 0.8
-
-#: The shortest first step of a solve (or window) from t0, relative to |t0|: some 450 spacings of the floats there.
-_FIRST_STEP = 1e-13
-
-
-class _FirstStepFloor(diffrax.AbstractAdaptiveStepSizeController):
-    """`inner`, its first step at least `_FIRST_STEP` |t0|. From a settled state Diffrax's first step is 1e-6: where
-    a window begins far out (t0 = 6.5e48 of a solve to 1e50) that is below the floats' spacing, t0 + dt0 == t0, and
-    every later step, a multiple of the last (t1 - t0 = 0), is as long: the solve spent its whole step budget without
-    moving. Elsewhere (t0 = 0, or a first step above the floor) the solve is `inner`'s, bit for bit."""
-
-    inner: diffrax.AbstractAdaptiveStepSizeController
-
-    @property
-    def rtol(self):
-        return self.inner.rtol
-
-    @property
-    def atol(self):
-        return self.inner.atol
-
-    @property
-    def norm(self):
-        return self.inner.norm
-
-    def wrap(self, direction):
-        return _FirstStepFloor(self.inner.wrap(direction))
-
-    def init(self, terms, t0, t1, y0, dt0, args, func, error_order):
-        tnext, state = self.inner.init(terms, t0, t1, y0, dt0, args, func, error_order)
-        return jnp.maximum(tnext, t0 + _FIRST_STEP * jnp.abs(t0)), state
-
-    def adapt_step_size(self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state):
-        return self.inner.adapt_step_size(t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state)
 
 
 def _solve_at_once(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress):
@@ -350,97 +326,104 @@ def _solve_in_segments(field, y0, ts, args, solver, controller, max_steps, stead
     return jnp.asarray(ys), jnp.asarray(y_final), t_final, status, why, jnp.asarray(used), interrupted
 
 
-_CHECKS_LOCK = threading.Lock()
+#: A batch of at least this many starts is solved compacted (`_solve_compacted`). A vmapped solve steps every row
+#: until its slowest one ends (single-location regression at d = 400, B = 10^4: 590 steps for the slowest row,
+#: 369 on average); rounds over the rows still running spend about the steps the rows take.
+COMPACTED_BATCH = 512
+#: The steps of a round of a compacted solve; its chunks hold about 1/CHUNKS of the batch, in multiples of
+#: CHUNK_QUANTUM rows (one compiled program serves every round of a solve).
+ROUND_STEPS = 64
+CHUNKS, CHUNK_QUANTUM = 8, 64
 
 
-@contextlib.contextmanager
-def _checks_without_host_callback() -> Iterator[None]:
-    """While tracing inside, an Equinox runtime check in its default mode makes its value NaN where it fails, instead
-    of raising through a host callback.
+def _chunk_rows(batch: int) -> int:
+    """The rows of a compacted solve's chunk: about batch / CHUNKS, a multiple of CHUNK_QUANTUM."""
+    return -(-batch // (CHUNKS * CHUNK_QUANTUM)) * CHUNK_QUANTUM
 
-    Diffrax checks `SaveAt`'s times against t0 and t1 with `equinox.error_if`, which by default (the environment
-    variable EQX_ON_ERROR) raises through a host callback; JAX never keeps a program holding a host callback in its
-    persistent compilation cache, so every process (each command, each test worker, each notebook kernel) compiled
-    every solve again. `_solve` passes times it has made valid (increasing, clipped to the window), so those checks
-    never fail; any other check inside the solve that did would give NaN states, which `integrate` reports per
-    trajectory ("the state became non-finite"). Equinox traces a check through one jitted function,
-    `branched_error_if_impl_jit`, which reads the mode: it is replaced, for this trace only and under a lock, by the
-    same check traced inline in the NaN mode, so that nothing of the NaN mode is cached for anyone else's checks and
-    a check that names its mode keeps it (another thread tracing an Equinox check during that trace would get the
-    NaN mode too: the lock serialises flowsim's solves only). If Equinox renames these, nothing changes but the
-    caching (tests/test_engine_generic.py checks that the solve holds no host callback).
+
+def _put(whole, rows, part) -> None:
+    """Each array of the pytree `whole` takes the matching array of `part` at `rows`."""
+    for array, values in zip(jax.tree.leaves(whole), jax.tree.leaves(part), strict=True):
+        array[rows] = values
+
+
+def _solve_compacted(field, y0, ts, args, solver, controller, max_steps, steady_state_tol, progress, interruptible):
+    """The batch solved in rounds of at most ROUND_STEPS steps, each round over the rows still running only.
+
+    A round takes the running rows in chunks of `_chunk_rows` rows (the last one padded with copies of a running
+    row). Each row resumes where its last round ended, with its solver state, controller state and proposed step
+    (`flowsim._diffeqsolve.advance_rows`), so that its steps are those of one call to the end; a row leaves once
+    it has ended (at ts[-1], at a steady state, by a failure) or spent `max_steps`. Interruptible: Ctrl-C takes
+    effect after the chunk being solved (abandoned after `STOP_SECONDS`), every row keeping what its rounds
+    computed.
     """
-    errors = equinox._errors
-    check, jitted = getattr(errors, "branched_error_if_impl", None), getattr(errors, "branched_error_if_impl_jit", None)
-    if check is None or jitted is None:
-        yield
-        return
+    from tqdm.auto import tqdm
 
-    def as_nan(x, pred, index, msgs, *, on_error):
-        return check(x, pred, index, msgs, on_error="nan" if on_error == "default" else on_error)
+    ts_host = np.asarray(ts)
+    batch, n = y0.shape
+    chunk, t1 = _chunk_rows(batch), ts[-1]
+    ys = np.full((batch, len(ts_host), n), np.nan)
+    y, t = np.array(y0), np.full(batch, ts_host[0])
+    status, why, used = np.full(batch, int(Status.SUCCESS)), np.zeros(batch, int), np.zeros(batch, int)
+    live, interrupted, first_round = np.arange(batch), False, True
+    bar = tqdm(total=float(ts_host[-1] - ts_host[0]), unit="t", disable=not progress)
 
-    with _CHECKS_LOCK:
-        errors.branched_error_if_impl_jit = as_nan
-        try:
-            yield
-        finally:
-            errors.branched_error_if_impl_jit = jitted
+    def run(function, state, rows, *rest):
+        """function(those rows of the state placed over the devices, *rest): their outputs, on the host, and
+        whether Ctrl-C asked to stop."""
+        index = np.concatenate([rows, np.repeat(rows[:1], chunk - rows.size)])
+        placed = shard_batch(jax.tree.map(lambda x: x[index], state))
+        arguments = (field, placed.value, *rest, placed.sharded)
+        if not interruptible:
+            return jax.tree.map(lambda x: np.asarray(x)[: rows.size], placed.gather(function(*arguments))), False
+        outputs, stop = run_interruptibly(function, *arguments, patience=STOP_SECONDS)
+        if outputs is None:
+            return None, True
+        return jax.tree.map(lambda x: np.asarray(x)[: rows.size], placed.gather(outputs)), stop
 
-
-@filter_jit
-def _solve(field, y0, ts, window, args, solver, controller, max_steps, steady_state_tol, progress_meter, sharded=False):
-    """Every row of y0 from window[0] to window[1], saved at ts clipped to the window (the times outside it are
-    not the solution's; a window (ts[0], ts[-1]) saves at ts)."""
-    term = diffrax.ODETerm(field)
-    saved_at = jnp.clip(ts, window[0], window[1])
-    event = None
-    if steady_state_tol is not None:
-
-        def at_steady_state(t, y, args, **kwargs):
-            return jnp.linalg.norm(field(t, y, args)) < steady_state_tol
-
-        event = diffrax.Event(at_steady_state)
-
-    def one(y0, saved_at, window, args):
-        saveat = diffrax.SaveAt(subs=[diffrax.SubSaveAt(ts=saved_at), diffrax.SubSaveAt(t1=True)])
-        with _checks_without_host_callback():
-            solution = diffrax.diffeqsolve(
-                term,
-                solver,
-                t0=window[0],
-                t1=window[1],
-                dt0=None,
-                y0=y0,
-                args=args,
-                saveat=saveat,
-                stepsize_controller=_FirstStepFloor(controller),
-                max_steps=max_steps,
-                throw=False,
-                event=event,
-                progress_meter=progress_meter,
-            )
-        saved, final = solution.ys
-        result = solution.result
-        # (status, index into _REASONS): diffrax's outcomes in flowsim's one enumeration.
-        status, why = jnp.select(
-            [
-                result == diffrax.RESULTS.successful,
-                result == diffrax.RESULTS.event_occurred,
-                result == diffrax.RESULTS.max_steps_reached,
-                result == diffrax.RESULTS.dt_min_reached,
-            ],
-            [
-                jnp.array([Status.SUCCESS, 0]),
-                jnp.array([Status.STEADY_STATE, 0]),
-                jnp.array([Status.MAX_STEPS, 2]),
-                jnp.array([Status.SOLVER_FAILURE, 3]),
-            ],
-            jnp.array([Status.SOLVER_FAILURE, 4]),
-        )
-        return saved, final[0], solution.ts[1][0], status, why, solution.stats["num_steps"]
-
-    # Each device steps its own rows until its own slowest trajectory ends (no exchange per step).
-    return over_batch(jax.vmap(one, (0, None, None, None)), sharded)(y0, saved_at, window, args)
+    with ctrl_c_stops() if interruptible else contextlib.nullcontext():
+        carried = None
+        for begin in range(0, batch, chunk):  # each row's first step and states, as diffeqsolve sets them
+            rows = live[begin : begin + chunk]
+            start, interrupted = run(start_rows, y, rows, ts[0], t1, args, solver, controller)
+            if start is None:
+                break
+            if carried is None:
+                carried = jax.tree.map(lambda x: np.zeros((batch, *x.shape[1:]), x.dtype), start)
+            _put(carried, rows, start)
+            if interrupted:
+                break
+        if interrupted:  # before any step: every row stops at its start
+            status[:], why[:] = Status.INTERRUPTED, 5
+        while live.size and not interrupted:
+            steps = min(ROUND_STEPS, max_steps - int(used[live[0]]))  # every running row has spent as many
+            for begin in range(0, live.size, chunk):
+                rows, state = live[begin : begin + chunk], (y, t, *carried)
+                outputs, interrupted = run(
+                    advance_rows, state, rows, ts, t1, args, solver, controller, steps, steady_state_tol
+                )
+                if outputs is None:
+                    break
+                saved, y_end, t_end, carried_end, status[rows], why[rows], taken = outputs
+                # The saved times this round reached, beyond the row's time (saved by its previous round).
+                after = ts_host >= t[rows, None] if first_round else ts_host > t[rows, None]
+                reached = after & (ts_host <= t_end[:, None])
+                ys[rows] = np.where(reached[..., None], saved, ys[rows])
+                y[rows], t[rows], used[rows] = y_end, t_end, used[rows] + taken
+                _put(carried, rows, carried_end)
+                if interrupted:
+                    break
+            first_round = False
+            running = (status == Status.MAX_STEPS) & (used < max_steps)
+            if interrupted:  # the rows still running, solved or not this round, stop where they are
+                pending = live[running[live] | ((status[live] == Status.SUCCESS) & (t[live] < ts_host[-1]))]
+                status[pending], why[pending] = Status.INTERRUPTED, 5
+                break
+            live = live[running[live]]
+            status[live], why[live] = Status.SUCCESS, 0
+            bar.update((t[live].min() if live.size else ts_host[-1]) - bar.n)
+    bar.close()
+    return jnp.asarray(ys), jnp.asarray(y), t, status, why, jnp.asarray(used), interrupted
 
 
 #: Where Tsit5's region of absolute stability ends on the negative real axis: a step h is stable

@@ -14,8 +14,8 @@ BENCHMARKS = (REPOSITORY / "BENCHMARKS.md").read_text(encoding="utf-8")
 NAMED = set(re.findall(r"benchmarks/[\w.-]+\.(?:py|sh)", BENCHMARKS))
 SCRIPTS = {path.relative_to(REPOSITORY).as_posix() for path in (REPOSITORY / "benchmarks").glob("*.*")}
 #: The most lines the file may take: the current figures of each benchmark, not their history (about 25 sections of
-#: a table or a paragraph each; 3 049 lines when it was a diary).
-MOST_LINES = 450
+#: a table or a paragraph each; 3 049 lines when it was a diary; issue 57 asks for under 400).
+MOST_LINES = 400
 
 
 def test_every_script_is_named_in_benchmarks_md():

@@ -17,6 +17,7 @@ import pytest
 
 import flowsim
 from flowsim._checks import POSITIVE
+from flowsim._diffeqsolve import advance_rows, start_rows
 from flowsim._task import AbstractTask, Parameter, task_vector_field
 from flowsim.integrate import _solve
 from flowsim.rosenbrock import Rodas5
@@ -94,6 +95,20 @@ def test_a_solve_holds_no_host_callback(solver, steady_state_tol):
     options = (TASK, solver, controller, 100, steady_state_tol, meter)
     jaxpr = jax.make_jaxpr(lambda y0: _solve(task_vector_field, y0, ts, ts[::2], *options))(jnp.asarray(Y0))
     assert "callback" not in str(jaxpr)
+
+
+@pytest.mark.parametrize("solver", [diffrax.Tsit5(), Rodas5()], ids=lambda s: type(s).__name__)
+def test_a_compacted_solves_rounds_hold_no_host_callback(solver):
+    """The same for the compacted solve's two programs (`integrate(..., compacted=True)`). Traced, not compiled."""
+    ts, y0 = jnp.linspace(0.0, 1.0, 3), jnp.asarray(Y0)
+    controller = diffrax.PIDController(rtol=1e-8, atol=1e-10)
+    start = start_rows(task_vector_field, y0, ts[0], ts[-1], TASK, solver, controller)
+    rows = (y0, jnp.zeros(len(y0)), *start)
+    for program in (
+        lambda: start_rows(task_vector_field, y0, ts[0], ts[-1], TASK, solver, controller),
+        lambda: advance_rows(task_vector_field, rows, ts, ts[-1], TASK, solver, controller, 8, 1e-6),
+    ):
+        assert "callback" not in str(jax.make_jaxpr(program)())
 
 
 def test_a_users_own_diffrax_checks_still_raise():

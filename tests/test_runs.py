@@ -99,16 +99,20 @@ def _oscillator(t, y, args):
     return jnp.stack([y[1], -y[0]])
 
 
-def test_ctrl_c_stops_a_solve_within_seconds_keeping_its_saved_states(monkeypatch):
+@pytest.mark.parametrize("compacted", [False, True], ids=["segments", "compacted"])
+def test_ctrl_c_stops_a_solve_within_seconds_keeping_its_saved_states(monkeypatch, compacted):
     """A harmonic oscillator keeps a constant step size: to t = 2e5 a solve takes about a minute, its first
     segment 1/400 of it, the later ones about a second each (an interruptible solve stops at the end of the
-    current one)."""
+    current one); compacted, it stops after the current round of `ROUND_STEPS` steps."""
     monkeypatch.setattr(sys.modules["flowsim.integrate"], "SEGMENTS", 400)
     ts = np.linspace(0.0, 2e5, 401)
     y0 = np.array([[1.0, 0.0], [0.0, 1.0]])
-    watch = _Stopwatch(monkeypatch, sys.modules["flowsim._interrupt"], 1)  # it looks after each segment
+    # It looks after each segment; compacted, after the starts and each round (the first round compiles).
+    watch = _Stopwatch(monkeypatch, sys.modules["flowsim._interrupt"], 2 if compacted else 1)
     with watch, pytest.raises(flowsim.Interrupted) as raised:
-        flowsim.integrate(_oscillator, y0, ts, interruptible=True, max_steps=10**9, rtol=1e-13, atol=1e-13)
+        flowsim.integrate(
+            _oscillator, y0, ts, interruptible=True, compacted=compacted, max_steps=10**9, rtol=1e-13, atol=1e-13
+        )
     assert watch.latency < LATENCY
     solved = raised.value.result
     assert (np.asarray(solved.status) == flowsim.Status.INTERRUPTED).all()
