@@ -1,10 +1,10 @@
 """The engine's compiled solves: Diffrax's `diffeqsolve`, vmapped over a batch of starts.
 
 `solve` integrates every row over one window of time, to its end (`flowsim.integrate`'s solve at once, and each
-window of its interruptible solve). `start_rows` and `advance_rows` serve the compacted solve
-(`flowsim.integrate`): each row advances by a round of at most a few steps from its own time, with its own solver
-state, step-size controller state and proposed step, all carried from the round before, so that a resumed row
-continues its solve as one call would have (the same steps), and rows that have ended leave the batch.
+window of its interruptible solve). `start_rows` and `advance_rows` serve the compacted solve (`flowsim.integrate`):
+each row advances by a round of at most a few steps from its own time, with its own solver state, step-size
+controller state and the end of the step its controller proposed, all carried from the round before, so that a
+resumed row continues its solve as one call would have (the same steps), and rows that have ended leave the batch.
 """
 
 import contextlib
