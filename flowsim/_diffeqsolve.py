@@ -62,11 +62,8 @@ def checks_without_host_callback() -> Iterator[None]:
 _FIRST_STEP = 1e-13
 
 
-class FirstStepFloor(diffrax.AbstractAdaptiveStepSizeController):
-    """`inner`, its first step at least `_FIRST_STEP` |t0|. From a settled state Diffrax's first step is 1e-6: where
-    a window begins far out (t0 = 6.5e48 of a solve to 1e50) that is below the floats' spacing, t0 + dt0 == t0, and
-    every later step, a multiple of the last (t1 - t0 = 0), is as long: the solve spent its whole step budget without
-    moving. Elsewhere (t0 = 0, or a first step above the floor) the solve is `inner`'s, bit for bit."""
+class _Wrapping(diffrax.AbstractAdaptiveStepSizeController):
+    """A step-size controller built on another, `inner`, whose tolerances and norm it keeps."""
 
     inner: diffrax.AbstractAdaptiveStepSizeController
 
@@ -81,6 +78,13 @@ class FirstStepFloor(diffrax.AbstractAdaptiveStepSizeController):
     @property
     def norm(self):
         return self.inner.norm
+
+
+class FirstStepFloor(_Wrapping):
+    """`inner`, its first step at least `_FIRST_STEP` |t0|. From a settled state Diffrax's first step is 1e-6: where
+    a window begins far out (t0 = 6.5e48 of a solve to 1e50) that is below the floats' spacing, t0 + dt0 == t0, and
+    every later step, a multiple of the last (t1 - t0 = 0), is as long: the solve spent its whole step budget without
+    moving. Elsewhere (t0 = 0, or a first step above the floor) the solve is `inner`'s, bit for bit."""
 
     def wrap(self, direction):
         return FirstStepFloor(self.inner.wrap(direction))
@@ -93,25 +97,12 @@ class FirstStepFloor(diffrax.AbstractAdaptiveStepSizeController):
         return self.inner.adapt_step_size(t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state)
 
 
-class CarriedStep(diffrax.AbstractAdaptiveStepSizeController):
+class CarriedStep(_Wrapping):
     """`inner`, its state carrying the end of the step it proposes next; given that end (`resume_at`), a solve
     resumed from the state (`diffeqsolve(controller_state=, dt0=None)`) ends its first step there: the step one
     call would have taken. (Not at t0 + dt0, which can differ from it by a rounding, and so every step after it.)"""
 
-    inner: diffrax.AbstractAdaptiveStepSizeController
     resume_at: jax.Array | None = None
-
-    @property
-    def rtol(self):
-        return self.inner.rtol
-
-    @property
-    def atol(self):
-        return self.inner.atol
-
-    @property
-    def norm(self):
-        return self.inner.norm
 
     def wrap(self, direction):
         return CarriedStep(self.inner.wrap(direction), self.resume_at)
