@@ -155,10 +155,14 @@ def integrate(
 
     **Returns:** a `Trajectories` (or raises `flowsim.Interrupted`, which holds one).
     """
-    y0 = jnp.asarray(y0, dtype=float)
-    ts = jnp.asarray(ts, dtype=float)
-    if ts.ndim != 1 or ts.size < 2 or not bool(jnp.all(jnp.diff(ts) > 0)):
+    # The checks and masks around the solve are NumPy on the host or one compiled program (`_kept`): eager JAX
+    # operations compile a program each on their first use, about 0.8 s in all on the CPU (a command's start-up, and
+    # the wait between Ctrl-C and `Interrupted`).
+    y0 = np.asarray(y0, dtype=float)
+    ts_host = np.asarray(ts, dtype=float)
+    if ts_host.ndim != 1 or ts_host.size < 2 or not (np.diff(ts_host) > 0).all():
         raise InvalidInput("ts must be a 1-D array of at least two strictly increasing times")
+    ts = jnp.asarray(ts_host)
     batch, n = y0.shape
     saved = Need(
         f"the saved states ({batch} trajectories x {ts.size} times x {n} values)",
@@ -168,7 +172,7 @@ def integrate(
     check_fits("integrate", [saved])
     valid = np.ones(batch, bool) if valid is None else np.asarray(valid, bool)
     # Invalid rows are solved from a harmless copy of a valid row (static shapes), then masked.
-    safe_y0 = jnp.where(valid[:, None], y0, y0[int(np.argmax(valid))] if valid.any() else 0.0)
+    safe_y0 = jnp.asarray(np.where(valid[:, None], y0, y0[int(np.argmax(valid))] if valid.any() else 0.0))
     args = traced(args)
     interruptible = checking_enabled() if interruptible is None else interruptible
     compacted = batch >= COMPACTED_BATCH if compacted is None else compacted
@@ -198,22 +202,30 @@ def integrate(
     for i in np.flatnonzero(~valid):
         status[i] = Status.INVALID_INITIAL_CONDITION
         reasons[int(i)] = (invalid_reasons or {}).get(int(i), "invalid initial condition")
-        t_final[i] = float(ts[0])
-    ok = jnp.asarray((status == Status.SUCCESS) | (status == Status.STEADY_STATE))
-    stopped = (status == Status.STEADY_STATE)[:, None] & (np.asarray(ts)[None, :] > t_final[:, None])
-    ys = jnp.where(jnp.asarray(stopped)[..., None], y_final[:, None, :], ys)
-    computed = jnp.isfinite(ys).all(axis=-1) & (ok[:, None] | (ts[None, :] <= t_final[:, None]))
-    computed &= jnp.asarray(valid)[:, None]
-    ys = jnp.where(computed[..., None], ys, jnp.nan)
-    y_final = jnp.where(jnp.asarray(valid)[:, None], y_final, jnp.nan)
+        t_final[i] = ts_host[0]
+    ys, y_final = _kept(ts, ys, y_final, status, t_final, valid)
     if observe is None:
-        observed = jnp.full(ys.shape[:2], jnp.nan)
+        observed = jnp.asarray(np.full(ys.shape[:2], np.nan))
     else:
         observed = _observe_all(observe, ts, ys, args)
     solved = Trajectories(ts, ys, observed, jnp.asarray(status), jnp.asarray(t_final), y_final, num_steps, reasons)
     if interrupted:
-        raise Interrupted(solved, f"at t = {float(np.min(t_final)):.6g} of {float(ts[-1]):.6g}")
+        raise Interrupted(solved, f"at t = {float(np.min(t_final)):.6g} of {ts_host[-1]:.6g}")
     return solved
+
+
+@jax.jit
+def _kept(ts, ys, y_final, status, t_final, valid):
+    """The saved states a solve computed, the others NaN: a steady state holds its final state from its stop on;
+    a trajectory that ended otherwise keeps its saved states up to its end; an invalid one keeps none.
+
+    **Returns:** (ys, y_final).
+    """
+    ok = (status == Status.SUCCESS) | (status == Status.STEADY_STATE)
+    after = ts[None, :] > t_final[:, None]
+    ys = jnp.where(((status == Status.STEADY_STATE)[:, None] & after)[..., None], y_final[:, None, :], ys)
+    computed = jnp.isfinite(ys).all(axis=-1) & (ok[:, None] | ~after) & valid[:, None]
+    return jnp.where(computed[..., None], ys, jnp.nan), jnp.where(valid[:, None], y_final, jnp.nan)
 
 
 @filter_jit
