@@ -157,6 +157,7 @@ def main():
         "rosenbrock4": {"solver": Rosenbrock4()},
     }
     rows = []
+    # "ns/traj step": the run's seconds over the steps its trajectories took (a step of one trajectory's solve).
     for batch in args.batches:
         for name in args.solvers:
             compile_s, run_s, result = time_flowsim(problem, m_all[:batch], args.t1, solvers[name])
@@ -172,7 +173,7 @@ def main():
     print(f"\n## Throughput to t = {args.t1:g} (baselines: RK45 loop {rk45:.3f} traj/s, LSODA loop {lsoda:.2f} traj/s)")
     header = (
         f"{'flowsim solver':<22} {'B':>7} {'compile s':>9} {'run s':>8} {'traj/s':>9} {'x RK45':>7} {'x LSODA':>8} "
-        f"{'steps mean/max':>15} {'fail':>4} {'|dev| vs ivp':>12}"
+        f"{'steps mean/max':>15} {'ns/traj step':>12} {'fail':>4} {'|dev| vs ivp':>12}"
     )
     print(header)
     print("-" * len(header))
@@ -180,7 +181,8 @@ def main():
         rate = batch / run_s
         print(
             f"{label:<22} {batch:>7} {compile_s:>9.1f} {run_s:>8.2f} {rate:>9.1f} {rate / rk45:>7.1f} "
-            f"{rate / lsoda:>8.2f} {f'{steps.mean():.0f}/{steps.max()}':>15} {failures:>4} {deviation:>12.1e}"
+            f"{rate / lsoda:>8.2f} {f'{steps.mean():.0f}/{steps.max()}':>15} {run_s / steps.sum() * 1e9:>12.0f} "
+            f"{failures:>4} {deviation:>12.1e}"
         )
     print(f"\nload average at end {os.getloadavg()[0]:.2f}")
 
