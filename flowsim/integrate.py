@@ -214,7 +214,7 @@ def integrate(
     return solved
 
 
-@jax.jit
+@filter_jit
 def _kept(ts, ys, y_final, status, t_final, valid):
     """The saved states a solve computed, the others NaN: a steady state holds its final state from its stop on;
     a trajectory that ended otherwise keeps its saved states up to its end; an invalid one keeps none.
