@@ -157,7 +157,6 @@ def main():
         "rosenbrock4": {"solver": Rosenbrock4()},
     }
     rows = []
-    # "ns/traj step": the run's seconds over the steps its trajectories took (a step of one trajectory's solve).
     for batch in args.batches:
         for name in args.solvers:
             compile_s, run_s, result = time_flowsim(problem, m_all[:batch], args.t1, solvers[name])
@@ -171,6 +170,7 @@ def main():
             print(f"  [{label}] B={batch}: compile {compile_s:.1f} s, run {run_s:.2f} s", flush=True)
     rk45, lsoda = (1 / baselines[method][0] for method in ("RK45", "LSODA"))
     print(f"\n## Throughput to t = {args.t1:g} (baselines: RK45 loop {rk45:.3f} traj/s, LSODA loop {lsoda:.2f} traj/s)")
+    # "ns/traj step": the run's seconds over the steps its trajectories took (a step of one trajectory's solve).
     header = (
         f"{'flowsim solver':<22} {'B':>7} {'compile s':>9} {'run s':>8} {'traj/s':>9} {'x RK45':>7} {'x LSODA':>8} "
         f"{'steps mean/max':>15} {'ns/traj step':>12} {'fail':>4} {'|dev| vs ivp':>12}"
