@@ -136,3 +136,31 @@ def test_the_parameters_protocol_is_what_the_problems_have():
     members = set(Parameters.__annotations__) | {"s", "lam_at"}
     for task in (slr.Problem(d=10, L=3, lam=0.5), slr.ProblemOnManifold(d=10, L=3, lam=0.5)):
         assert all(hasattr(task, member) for member in members), type(task).__name__
+
+
+#: Libraries slow to import that flowsim imports only where it uses them, inside a function: `import flowsim` and
+#: every command's start-up stay without them (scipy.stats alone is a third of `import flowsim`: 0.65-1.4 s).
+DEFERRED = ("scipy.stats", "sympy", "sklearn")
+
+
+def _imported_at_import(path: Path) -> set[str]:
+    """The modules a file imports when it is imported: its statements outside functions (an `if` or `try` counts)."""
+    found, todo = set(), list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def test_slow_libraries_are_imported_where_they_are_used():
+    """No module of flowsim imports `DEFERRED`'s libraries when it is imported (`from scipy import stats` included)."""
+    eager = {
+        name: sorted(m for m in _imported_at_import(path) if m.split(".")[0] in DEFERRED or m.startswith(DEFERRED))
+        for name, (path, _) in MODULES.items()
+    }
+    assert {name: found for name, found in eager.items() if found} == {}

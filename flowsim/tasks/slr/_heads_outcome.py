@@ -24,7 +24,6 @@ from collections.abc import Callable
 
 import equinox as eqx
 import numpy as np
-from scipy import stats
 
 from flowsim._checks import InvalidInput, as_key, check_count
 from flowsim._memory import check_work
@@ -139,6 +138,8 @@ class OutcomeShare(eqx.Module):
 
 
 def _interval(count: int, n: int, confidence: float) -> tuple[float, float]:
+    from scipy import stats  # here, not at import: scipy.stats is a third of `import flowsim` (flowsim.quadrature)
+
     interval = stats.binomtest(count, n).proportion_ci(confidence_level=confidence, method="exact")
     return float(interval.low), float(interval.high)
 
@@ -155,6 +156,8 @@ def outcome_shares(codes, confidence: float = 0.95) -> list[OutcomeShare]:
     codes = np.asarray(codes).ravel()
     confidence = check_threshold("confidence", confidence)
     n = check_count("runs", codes.size, 1)
+    from scipy import stats
+
     rows = []
     for code, outcome in enumerate(OUTCOMES):
         count = int(np.sum(codes == code))
