@@ -17,10 +17,16 @@ With `--trees BEFORE AFTER` (checkouts, e.g. `git worktree add /tmp/before HEAD~
 runs of each tree (PYTHONPATH=TREE, its own compilation cache) are alternated over `--rounds`, so that a change is
 measured against the machine's drift (its speed varies by a third between runs); the authors' way is not timed.
 
-Usage: python benchmarks/reproduce_speed.py [--quick] [--trees BEFORE AFTER [--rounds 2]]
+With `--breakdown`, instead: where a later run's time goes. `flowsim reproduce` runs in a fresh process with the
+compilation cache a first run left (the command's own entry point, its default device split), and that process
+records each experiment's seconds (run.json's phases), the seconds spent drawing and saving its figure, and JAX's
+own accounts of tracing, lowering and compiling or loading programs (`jax.monitoring`'s duration events).
+
+Usage: python benchmarks/reproduce_speed.py [--quick] [--trees BEFORE AFTER [--rounds 2]] [--breakdown]
 """
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -46,6 +52,8 @@ def parse_args():
     parser.add_argument("--single-device", action="store_true", help="also time one JAX device")
     parser.add_argument("--trees", nargs=2, type=checkout, metavar=("BEFORE", "AFTER"), help="two checkouts to compare")
     parser.add_argument("--rounds", type=int, default=2, help="alternations of the two trees")
+    parser.add_argument("--breakdown", action="store_true", help="where a later run's time goes")
+    parser.add_argument("--record", metavar="OUT", help=argparse.SUPPRESS)  # the breakdown's child process
     args = parser.parse_args()
     if args.quick:
         args.steps = 50
@@ -137,12 +145,18 @@ def compare_trees(trees: list[str], rounds: int, quick: bool) -> None:
 
 def main():
     args = parse_args()
+    if args.record:
+        record(args.record, args.quick)
+        return
     print(
         f"# reproduce speed: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, python "
         f"{platform.python_version()}, jax {jax.__version__}; load average at start {os.getloadavg()[0]:.2f}"
     )
     if args.trees:
         compare_trees(args.trees, args.rounds, args.quick)
+        return
+    if args.breakdown:
+        breakdown(args.quick)
         return
     configurations = [("a JAX device per core (default)", None)]
     if args.single_device:
@@ -174,6 +188,96 @@ def main():
         for run, seconds in (("first", cold), ("later", warm)):
             print(f"{label:<36} {run:>10} {seconds:>8.1f} {total / seconds:>18.0f} {quoted / seconds:>19.0f}")
     print(f"\nload average at end {os.getloadavg()[0]:.2f}")
+
+
+#: JAX's duration events (`jax.monitoring`) that the breakdown adds up, and what each one measures.
+JAX_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "tracing (Python to jaxpr)",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lowering (jaxpr to StableHLO)",
+    "/jax/core/compile/backend_compile_duration": "compiling, or loading from the cache",
+}
+
+
+def record(out: str, quick: bool) -> None:
+    """The breakdown's child: `flowsim reproduce` in this process as the executable runs it (`flowsim.cli.command`),
+    with JAX's durations and the figures' seconds recorded; prints them as one JSON line."""
+    import jax.monitoring
+
+    start = time.perf_counter()
+    durations = dict.fromkeys(JAX_EVENTS, 0.0)
+
+    def listen(event, seconds, **_):
+        if event in durations:
+            durations[event] += seconds
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    import flowsim.results
+    from flowsim.cli import command
+    from flowsim.tasks import slr as task
+
+    figures = {}
+
+    def timed_figure(draw):
+        def wrapped(result, *args, **kwargs):
+            begun = time.perf_counter()
+            figure = draw(result, *args, **kwargs)
+            figures[result.experiment.name] = time.perf_counter() - begun
+            return figure
+
+        return wrapped
+
+    def timed_save(save):
+        def wrapped(figure, stem, *args, **kwargs):
+            begun = time.perf_counter()
+            paths = save(figure, stem, *args, **kwargs)
+            name = os.path.basename(str(stem))
+            figures[name] = figures.get(name, 0.0) + time.perf_counter() - begun
+            return paths
+
+        return wrapped
+
+    # The command draws with the task package's experiment_figure, and its record saves with flowsim.results'
+    # save_figure, looked up when it saves: the wrapped ones are those it calls.
+    task.experiment_figure = timed_figure(task.experiment_figure)
+    flowsim.results.save_figure = timed_save(flowsim.results.save_figure)
+    imported = time.perf_counter() - start
+    # As the executable runs: `command` splits the CPU into a device per core first (use_host_cores).
+    sys.argv = ["flowsim", "reproduce", "--out", out, "--no-progress", *(["--quick"] if quick else [])]
+    if command():
+        raise SystemExit("flowsim reproduce failed")
+    total = time.perf_counter() - start
+    with open(os.path.join(out, "run.json")) as file:
+        phases = json.load(file)["durations_s"]["phases"]
+    measured = dict(total=total, imports=imported, phases=phases, figures=figures, jax=durations)
+    print(json.dumps(dict(measured, devices=len(jax.devices()))))
+
+
+def breakdown(quick: bool) -> None:
+    """A later run of `flowsim reproduce` (a first run's cache warm): its seconds by phase, figure and JAX's work."""
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=cache)
+        env.pop("XLA_FLAGS", None)
+        first = run_reproduce(cache, None, quick)
+        command = [sys.executable, os.path.abspath(__file__), "--record", f"{out}/run", *(["--quick"] if quick else [])]
+        begun = time.perf_counter()
+        child = subprocess.run(command, check=True, env=env, capture_output=True, text=True, cwd=out)
+        wall = time.perf_counter() - begun
+    measured = json.loads(child.stdout.strip().splitlines()[-1])
+    print(f"first run {first:.1f} s (compiles); the later run {wall:.1f} s, on {measured['devices']} JAX devices:")
+    # Everything before the command's work: the interpreter, the imports of jax and flowsim, this script's own.
+    start = wall - (measured["total"] - measured["imports"])
+    # The command draws an experiment's figure in a background thread while the next experiment computes.
+    print(f"\n{'phase':<34} {'seconds':>8} {'its figure, in the background':>30}")
+    print(f"{'start-up, imports':<34} {start:>8.2f}")
+    phases = measured["phases"]
+    for name, seconds in phases.items():
+        print(f"{name:<34} {seconds:>8.2f} {measured['figures'].get(name, 0.0):>30.2f}")
+    rest = wall - start - sum(phases.values())
+    print(f"{'tables, the last figure, run.json':<34} {rest:>8.2f}")
+    print("\nJAX's work inside the phases above, all programs together (the compilation cache warm):")
+    for event, seconds in measured["jax"].items():
+        print(f"  {JAX_EVENTS[event]:<40} {seconds:6.2f} s")
+    print(f"figures drawn and saved, all experiments: {sum(measured['figures'].values()):.2f} s")
 
 
 if __name__ == "__main__":
