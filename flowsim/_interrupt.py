@@ -207,6 +207,23 @@ def raise_if_ctrl_c() -> None:
         raise KeyboardInterrupt
 
 
+def ctrl_c_in(error: BaseException) -> bool:
+    """Whether `error`, an exception other than KeyboardInterrupt, is a Ctrl-C that a library turned into another:
+    one is pending (`ctrl_c_kept` saw it and raised its KeyboardInterrupt) or a KeyboardInterrupt is among its causes.
+
+    Python raises a KeyboardInterrupt wherever the main thread is, also inside a library's own checks: JAX's cache of
+    compiled programs compares the static fields of its arguments in C++, and an exception raised there (a Ctrl-C
+    while it compares) comes out as a ValueError about "equality of metadata fields of pytree".
+    """
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return _PENDING.is_set()
+
+
 @contextlib.contextmanager
 def ctrl_c_stops() -> Iterator[None]:
     """Within: Ctrl-C asks the running computation to stop (the flag `stopped` reads) instead of

@@ -694,6 +694,63 @@ def test_a_full_disk_is_one_line_with_status_2(tmp_path, capsys, monkeypatch):
     assert record["files"] == ["trajectories.csv"]
 
 
+@jax.tree_util.register_pytree_node_class
+class _Compared:
+    """A pytree whose static part (`aux`) JAX compares with the cached program's when the jitted function is called."""
+
+    def __init__(self, x, aux):
+        self.x, self.aux = x, aux
+
+    def tree_flatten(self):
+        return (self.x,), self.aux
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(children[0], aux)
+
+
+class _InterruptedWhenCompared:
+    """A static value whose comparison is where a Ctrl-C lands (its KeyboardInterrupt raised inside JAX's check)."""
+
+    def __eq__(self, other):
+        raise KeyboardInterrupt
+
+    def __hash__(self):
+        return 0
+
+
+def test_a_ctrl_c_inside_jaxs_checks_is_still_a_ctrl_c():
+    """JAX turns a KeyboardInterrupt raised while it compares a cached program's static fields into a ValueError
+    (seen in a full-suite run: `flowsim sparse sweep` stopped there ended as an internal error, exit status 3);
+    `ctrl_c_in` finds the Ctrl-C in it, and in no ordinary error."""
+    from flowsim._interrupt import ctrl_c_in
+
+    compared = jax.jit(lambda tree: tree.x + 1)
+    compared(_Compared(1.0, _InterruptedWhenCompared()))
+    with pytest.raises(ValueError, match="equality of metadata fields") as raised:
+        compared(_Compared(1.0, _InterruptedWhenCompared()))
+    assert ctrl_c_in(raised.value)
+    assert not ctrl_c_in(ValueError("an ordinary error"))
+
+
+def test_a_ctrl_c_turned_into_another_error_ends_the_run_as_interrupted(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C that a library turned into another exception ends the run as a Ctrl-C does (exit status 130, one line,
+    run.json "interrupted"), not as flowsim's internal error."""
+    write_bytes = results.write_bytes
+
+    def converted_at_the_figure(path, data):
+        if Path(path).name == "sgd.png":
+            raise ValueError("Exception raised while checking equality") from KeyboardInterrupt()
+        return write_bytes(path, data)
+
+    monkeypatch.setattr(results, "write_bytes", converted_at_the_figure)
+    assert main([*SGD.split(), "--out", str(tmp_path), "--no-progress"]) == 130
+    stderr = capsys.readouterr().err
+    assert "internal error" not in stderr and "Traceback" not in stderr
+    assert stderr.splitlines()[-1].startswith("flowsim sgd: interrupted by the user (Ctrl-C)")
+    assert _record(tmp_path)["status"] == "interrupted"
+
+
 def test_csv_floats_read_back_exactly_and_tables_are_long(tmp_path):
     values = np.array([[math.pi, -0.0, 1e-300], [np.nan, np.inf, 2.0 / 3.0]])
     table = results.long_table([{"seed": [0, 1]}, {"step": [0, 5, 10], "ok": [True, False, True]}], {"x": values})

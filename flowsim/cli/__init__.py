@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from flowsim._checks import InvalidInput
-from flowsim._interrupt import checking, ctrl_c_kept, interruption
+from flowsim._interrupt import checking, ctrl_c_in, ctrl_c_kept, interruption
 from flowsim._memory import announcing, long_runs_allowed
 from flowsim._startup import command_ended
 from flowsim.cli._console import keep_printing_harmless
@@ -317,10 +317,7 @@ def _run(args) -> int:
         print(f"flowsim {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as stop:
-        # Interrupted says where ("interrupted at t = ..."); a plain KeyboardInterrupt says nothing.
-        _close(args, "interrupted", f"{str(stop) or 'interrupted'} by {_by()}", stop)
-        _say_interrupted(args)
-        return _stop_status()
+        return _interrupted(args, stop)
     except NotWritten as error:
         # The file system refused a result (a full disk, a quota): said in one line, the files written before kept.
         _close(args, "error", f"cannot write {error.filename}: {error.strerror}")
@@ -332,7 +329,17 @@ def _run(args) -> int:
         )
         return 2
     except Exception as error:
+        if ctrl_c_in(error):  # the user's Ctrl-C, turned into another exception by a library it interrupted
+            return _interrupted(args, KeyboardInterrupt())
         return _internal_error(args, error)
+
+
+def _interrupted(args, stop: KeyboardInterrupt) -> int:
+    """A run stopped by Ctrl-C or a terminating signal: run.json says so and where, the exit status says by what."""
+    # Interrupted says where ("interrupted at t = ..."); a plain KeyboardInterrupt says nothing.
+    _close(args, "interrupted", f"{str(stop) or 'interrupted'} by {_by()}", stop)
+    _say_interrupted(args)
+    return _stop_status()
 
 
 def _by() -> str:
