@@ -10,8 +10,8 @@
 # 3. online SGD against drawing its samples, float64 and float32 (benchmarks/sgd_cost.py);
 # 4. the reproduction's SGD chain against its random numbers' floor (benchmarks/chain_floor.py);
 # 5. `flowsim reproduce` twice, with an empty compilation cache and then with the first run's;
-# 6. where a stiff step's time goes at B = 10^4 ... 10^6, and the bare adaptive solve at B = 10^6
-#    (benchmarks/flow_step_profile.py).
+# 6. where a stiff step's time goes at B = 10^4 ... 10^6, the bare adaptive solve at B = 10^6, and the kernels and
+#    bytes of an iteration of solve_flow's loops there (benchmarks/flow_step_profile.py).
 #
 # Usage: OUT=folder [PARTS="sweep flow sgd chain reproduce profile"] [SWEEP_SECONDS=260 SWEEP_TS="16 64" SEEDS=20
 #        BUDGETS=1000,4000] [FLOW_BATCHES=10000,1000000 CHAIN_ARGS=--quick REPRODUCE_ARGS=--quick
@@ -90,5 +90,8 @@ if part profile; then
     timeout -k 10 150 $py benchmarks/flow_step_profile.py --batches "$batches" 2>&1 | tee "$out/profile.txt"
     timeout -k 10 150 $py benchmarks/flow_step_profile.py --batches "${batches##*,}" --repeats 1 --adaptive 2>&1 |
         tee "$out/adaptive.txt"
+    # The kernels one iteration of solve_flow's loops launches, and the bytes they move (issue 57, item 3).
+    timeout -k 10 150 $py benchmarks/flow_step_profile.py --batches "${batches##*,}" --kernels 2>&1 |
+        tee "$out/kernels.txt"
 fi
 stamp done
