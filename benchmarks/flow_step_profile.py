@@ -21,8 +21,9 @@ With `--kernels`, instead: the compiled programs of `slr.solve_flow` itself (the
 solve's round, `advance_rows`), read from XLA's dump of them after its optimisations, in a fresh process without the
 compilation cache: the kernels one iteration of the solver's loop launches (every instruction of the loop's body
 but parameters, constants, tuples and control flow: fusions, copies, library calls; an inner loop counted as often as
-XLA knows it runs) and the bytes they read and write (their operands and results, an upper bound: a fusion may read
-part of an operand). On a GPU these are its kernels; on the CPU the thunks of XLA's runtime.
+XLA knows it runs) and the bytes they read and write (their operands and results; a fusion's parameter read only
+through slices counts the slices, a buffer it updates in place the update: still an upper bound). On a GPU these are
+its kernels; on the CPU the thunks of XLA's runtime (a small call, which XLA:CPU emits inside one, counts once).
 
 Usage: python benchmarks/flow_step_profile.py [--batches 10000,1000000] [--repeats 3] [--adaptive | --kernels]
 """
