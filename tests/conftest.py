@@ -27,22 +27,23 @@ def key():
     return jax.random.key(20250122)
 
 
-#: The longest test files (about a minute each on 2 cores), started first (pyproject.toml keeps
+#: The longest test files (half a minute to two minutes each on 2 cores), started first (pyproject.toml keeps
 #: pytest-xdist to this order) so that neither worker ends the session running one of them alone.
 LONGEST_FIRST = (
-    "test_notebooks.py",
-    "test_default_devices.py",
     "test_cli.py",
-    "test_latent.py",
-    "test_overlap_sgd.py",
-    "test_sparse.py",
-    "test_advantage.py",
-    "test_maps.py",
-    "test_compare.py",
-    "test_plots.py",
     "test_family.py",
-    "test_family_sgd.py",
-    "test_family_figure.py",
+    "test_maps.py",
+    "test_devices.py",
+    "test_sparse.py",
+    "test_default_devices.py",
+    "test_family_fast.py",
+    "test_latent.py",
+    "test_runs.py",
+    "test_heads_sgd.py",
+    "test_heads_flow.py",
+    "test_overlap_sgd.py",
+    "test_advantage.py",
+    "test_notebooks.py",
 )
 
 

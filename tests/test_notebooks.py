@@ -5,15 +5,26 @@ included, so an execution error fails its test. The test then reads the values i
 namespace (a cell appended to the run, which prints them as JSON, and is removed afterwards: the notebooks
 show students what to take away, not lists of numbers for a test) and checks one fact per notebook again.
 
-The seven notebooks run in one module, two kernels at a time (each in a new temporary folder outside the
+Executing all seven costs about eight minutes of CPU (BENCHMARKS.md, "The notebooks' costs"), the whole suite's
+budget on 2 cores: the suite executes the two shortest (`EXECUTED`, the task and the derivation: about 35 s), and
+FLOWSIM_NOTEBOOKS=1 executes every one (`FLOWSIM_NOTEBOOKS=1 python -m pytest tests/test_notebooks.py`). Every
+notebook, executed or not, is checked at no cost against the installed flowsim: each cell compiles, each flowsim
+module and name it imports exists, and each flowsim function or class it calls takes the keywords it is given, so
+that a renamed function or argument fails here rather than in a student's kernel.
+
+The executed notebooks run in one module, two kernels at a time (each in a new temporary folder outside the
 repository, as a student's would), so that the documentation site can then be built, in strict mode, with
-the executed notebooks, their outputs and figures: what `mkdocs build` does by executing them itself. Their pages
-are then loaded in headless Chromium with the network off (tests/browser.py): every formula typeset, SymPy's
+them, their outputs and figures: what `mkdocs build` does by executing them itself (the others as stored). Their
+pages are then loaded in headless Chromium with the network off (tests/browser.py): every formula typeset, SymPy's
 outputs included, and no script error.
 """
 
+import ast
+import importlib
+import inspect
 import json
 import math
+import os
 import shutil
 import tempfile
 import time
@@ -293,18 +304,27 @@ CPU_SECONDS = {
 }
 
 
+#: The notebooks the suite executes: every one with FLOWSIM_NOTEBOOKS=1, else the two shortest (about 35 s of CPU).
+EVERY_NOTEBOOK = os.environ.get("FLOWSIM_NOTEBOOKS") == "1"
+EXECUTED = tuple(CHECKS) if EVERY_NOTEBOOK else ("01_task", "02_derivation")
+_NOT_EXECUTED = "minutes of work: FLOWSIM_NOTEBOOKS=1 executes every notebook"
+
+
 @pytest.fixture(scope="module")
 def runs() -> dict[str, Run]:
+    """The runs of the notebooks of `EXECUTED`, by name."""
     # Two kernels at a time: a notebook's kernel is mostly single-threaded compilation. While the other pytest
     # worker runs, the two kernels and it share the 2 cores; once it is done, they keep both busy.
-    order = sorted(CHECKS, key=lambda name: -CPU_SECONDS.get(name, math.inf))  # an unmeasured notebook first
+    order = sorted(EXECUTED, key=lambda name: -CPU_SECONDS.get(name, math.inf))  # an unmeasured notebook first
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = dict(zip(order, pool.map(execute, order), strict=True))
-    return {name: done[name] for name in CHECKS}
+    return {name: done[name] for name in EXECUTED}
 
 
 @pytest.mark.parametrize("name", CHECKS)
 def test_notebook_executes_and_checks_its_numbers(runs, name):
+    if name not in runs:
+        pytest.skip(_NOT_EXECUTED)
     run = runs[name]
     if run.error is not None:
         raise run.error
@@ -313,7 +333,8 @@ def test_notebook_executes_and_checks_its_numbers(runs, name):
 
 @pytest.fixture(scope="module")
 def site(runs, tmp_path_factory) -> Path:
-    """The documentation site built (strict) from a copy of docs/ holding the executed notebooks."""
+    """The documentation site built (strict) from a copy of docs/ holding the executed notebooks (the others as
+    stored)."""
     failed = [name for name, run in runs.items() if run.error is not None]
     if failed:
         pytest.fail(f"the site is built with executed notebooks, and these failed: {failed}")
@@ -322,22 +343,27 @@ def site(runs, tmp_path_factory) -> Path:
     shutil.copytree(REPOSITORY / "docs", docs, ignore=shutil.ignore_patterns("notebooks"))
     (docs / "notebooks").mkdir()
     shutil.copy(NOTEBOOKS / "README.md", docs / "notebooks" / "README.md")
-    for name, run in runs.items():
-        nbformat.write(run.notebook, docs / "notebooks" / f"{name}.ipynb")
+    for name in CHECKS:  # the executed ones with their outputs, the others as stored
+        if name in runs:
+            nbformat.write(runs[name].notebook, docs / "notebooks" / f"{name}.ipynb")
+        else:
+            shutil.copy(NOTEBOOKS / f"{name}.ipynb", docs / "notebooks")
     return build_site(folder / "site", FLOWSIM_DOCS_DIR=str(docs))
 
 
 @pytest.mark.parametrize("name", CHECKS)
 def test_the_site_shows_the_notebook_with_its_figures(site, name):
     page = (site / "notebooks" / name / "index.html").read_text()
-    assert "jp-OutputArea-child" in page and "Traceback" not in page, f"{name}: shown without its outputs"
-    if name != "02_derivation":  # the derivation shows formulas, not figures
+    assert "Traceback" not in page, f"{name}: shown with an error"
+    if name in EXECUTED:
+        assert "jp-OutputArea-child" in page, f"{name}: shown without its outputs"
+    if name in EXECUTED and name != "02_derivation":  # the derivation shows formulas, not figures
         assert 'src="data:image/png;base64,' in page, f"{name}: no figure in the site's page"
     # The worked answers are folded, as they are collapsed in Jupyter (docs/hooks.py).
     assert '<details class="worked-answer">' in page, f"{name}: its answers are not folded"
     # The sliders (notebooks 1 and 3) are shown as the figure they drew, without the widgets' scripts (docs/hooks.py).
     assert "widget-state+json" not in page and "@jupyter-widgets" not in page, f"{name}: widgets' scripts left"
-    if name in ("01_task", "03_phase_portraits"):
+    if name in ("01_task", "03_phase_portraits") and name in EXECUTED:
         widget = page[page.index('class="static-widget"') :]
         assert 'src="data:image/png;base64,' in widget[: widget.index('<div class="jp-Cell ')], f"{name}: no figure"
     # The previous / next links point to the other notebooks' pages, not to their .ipynb files.
@@ -381,6 +407,101 @@ def test_notebooks_are_stored_without_outputs():
         for cell in notebook.cells:
             if cell.cell_type == "code":
                 assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has stored outputs"
+
+
+def _imported(node: ast.Import | ast.ImportFrom) -> dict[str, object]:
+    """The flowsim modules and objects an import statement binds: {name bound: object}; empty for other packages.
+    A module or name that does not exist raises (ModuleNotFoundError, AttributeError)."""
+    bound = {}
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.name.split(".")[0] == "flowsim":
+                module = importlib.import_module(alias.name)  # `import flowsim.x` binds flowsim, `as y` binds x
+                bound[alias.asname or "flowsim"] = module if alias.asname else importlib.import_module("flowsim")
+        return bound
+    if not (node.module or "").startswith("flowsim"):
+        return bound
+    module = importlib.import_module(node.module)
+    for alias in node.names:
+        if hasattr(module, alias.name):
+            bound[alias.asname or alias.name] = getattr(module, alias.name)
+        else:  # a submodule its package does not import
+            bound[alias.asname or alias.name] = importlib.import_module(f"{node.module}.{alias.name}")
+    return bound
+
+
+def _resolved(node: ast.expr, names: dict[str, object]):
+    """The flowsim object an expression `a.b.c` names, `a` bound by an import; None for anything else. A missing
+    attribute raises AttributeError (naming it)."""
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.Attribute) and (owner := _resolved(node.value, names)) is not None:
+        if not hasattr(owner, node.attr):
+            raise AttributeError(f"{ast.unparse(node)}: {getattr(owner, '__name__', owner)!s} has no {node.attr!r}")
+        return getattr(owner, node.attr)
+    return None
+
+
+def _calls_fit(call: ast.Call, function) -> str | None:
+    """Why the call's arguments do not fit `function`'s signature (its keywords, the number of its positional
+    arguments), or None if they fit or the call cannot be checked (unpacked arguments, no signature)."""
+    if any(isinstance(argument, ast.Starred) for argument in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind_partial(*call.args, **{keyword.arg: None for keyword in call.keywords})
+    except TypeError as error:
+        return f"{ast.unparse(call.func)}: {error}"
+    return None
+
+
+def _misuses(cells: list[str], where: str) -> list[str]:
+    """What code cells, run in order, would get wrong of flowsim, read without running them: a module or name
+    imported that does not exist, an attribute read of one that it lacks, a call whose keywords or number of
+    positional arguments its function or class does not take. A cell that does not compile raises SyntaxError."""
+    names: dict[str, object] = {}
+    problems = []
+    for index, source in enumerate(cells):
+        tree = ast.parse(compile(source, f"{where} cell {index}", "exec", ast.PyCF_ONLY_AST))
+        for node in ast.walk(tree):  # breadth first: a cell's imports before what its statements hold
+            try:
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    names |= _imported(node)
+                elif isinstance(node, ast.Attribute):
+                    _resolved(node, names)
+                elif isinstance(node, ast.Call) and callable(function := _resolved(node.func, names)):
+                    if (problem := _calls_fit(node, function)) is not None:
+                        problems.append(f"cell {index}: {problem}")
+            except (ImportError, AttributeError) as error:
+                problems.append(f"cell {index}: {error}")
+    return list(dict.fromkeys(problems))  # a missing name read and called is one problem
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_the_notebook_uses_flowsim_as_it_is(name):
+    """Without executing it, every notebook against the installed flowsim (`_misuses`): nothing wrong, and at least
+    a few calls checked."""
+    notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    cells = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+    assert _misuses(cells, name) == []
+
+
+def test_a_misused_flowsim_is_found_without_running_it():
+    """The positive control of the check above: each kind of misuse, one problem each."""
+    cells = [
+        "import jax\nfrom flowsim import slr\nfrom flowsim.tasks import latent as lt",
+        "p = slr.Problem(40, 10, 0.1, colour=1)\nslr.no_such_function(p)",
+        "def f():\n    return lt.Readout(1, 2, 3, 4, 5, 6, 7)\nfrom flowsim import nowhere\njax.numpy.zeros(3)",
+    ]
+    problems = "\n".join(_misuses(cells, "control"))
+    assert problems.count("\n") == 3, problems
+    for expected in ("colour", "no_such_function", "too many positional", "flowsim.nowhere"):
+        assert expected in problems, expected
+    with pytest.raises(SyntaxError, match="control cell 0"):
+        _misuses(["x = ("], "control")
 
 
 @pytest.mark.parametrize("name", CHECKS)
