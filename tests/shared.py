@@ -3,6 +3,7 @@
 import contextlib
 import logging
 import signal
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +14,26 @@ from flowsim import slr
 #: A researcher's own map, made here with the public API only: softmax capped at C = e,
 #: w_l = min(e^{x_l}, C) / sum_j min(e^{x_j}, C), given by its log (min(x, 1)) so that large scores do not overflow.
 CAPPED = slr.AttentionMap("capped softmax", log_f=lambda x: jnp.minimum(x, 1.0), normalisation="tokens")
+
+
+def command_in_this_process(monkeypatch) -> int:
+    """`flowsim.cli.command()`, the executable's entry, run in this process, and what it changes of the process for
+    the executable put back after the test: the standard streams it wraps, MPLBACKEND (Agg), JAX's promotion rules.
+    A MPLBACKEND left behind reached the notebooks' kernels started later by this worker, and drew their figures
+    on Agg, into no output (a fresh venv's suite, 2026-12-06).
+
+    **Returns:** the exit status."""
+    from flowsim.cli import command
+
+    monkeypatch.setattr(sys, "stdout", sys.stdout)
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    monkeypatch.setenv("MPLBACKEND", "agg")  # what `command` sets: removed after
+    promotion = {name: getattr(jax.config, name) for name in ("jax_numpy_dtype_promotion", "jax_numpy_rank_promotion")}
+    try:
+        return command()
+    finally:
+        for name, value in promotion.items():
+            jax.config.update(name, value)
 
 
 @contextlib.contextmanager

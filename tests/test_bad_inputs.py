@@ -25,6 +25,7 @@ from flowsim._checks import InvalidInput
 from flowsim.cli import main
 from flowsim.tasks import latent, sparse
 from flowsim.tasks.slr.cli import _attention, _record
+from tests.shared import command_in_this_process
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 DOC = REPOSITORY / "docs" / "bad-inputs.md"
@@ -892,11 +893,9 @@ def test_numpy_scalars_and_integer_seeds_are_taken_as_they_mean():
 )
 def test_the_environment_is_checked_in_one_line(monkeypatch, capsys, variable, value, message):
     """A bad device count or SLURM task count: exit status 2 and one line, before any device is started."""
-    from flowsim.cli import command
-
     monkeypatch.setenv(variable, value)
     monkeypatch.setattr("sys.argv", ["flowsim", "flow", "--n", "1"])
-    assert command() == 2
+    assert command_in_this_process(monkeypatch) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
 

@@ -30,10 +30,11 @@ import numpy as np
 import pytest
 
 from flowsim import results, slr
-from flowsim.cli import _parser, command, main
+from flowsim.cli import _parser, main
 from flowsim.derivations.build import GENERATED_FILES
 from flowsim.integrate import evaluate
 from flowsim.tasks.slr import _generated as generated
+from tests.shared import command_in_this_process
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 #: The sizes the runs in this process share: dimension, tokens, starts (or seeds), saved (or logged) times.
@@ -375,16 +376,9 @@ def test_sgd_writes_the_same_numbers_for_the_same_seed(processes, tmp_path):
 def _command(monkeypatch, stdout, out: Path) -> int:
     """`command()`, the executable's entry, in this process: the SGD run of `SGD` into `out`, printing into `stdout`."""
     monkeypatch.setattr(sys, "stdout", stdout)
-    monkeypatch.setattr(sys, "stderr", sys.stderr)  # put back after: `command` wraps the streams it is given
     monkeypatch.setenv("FLOWSIM_HOST_DEVICES", "1")  # nothing to split: JAX has started here
     monkeypatch.setattr(sys, "argv", ["flowsim", *SGD.split(), "--out", str(out), "--no-progress"])
-    monkeypatch.setenv("MPLBACKEND", "agg")  # what `command` sets: put back after, with JAX's promotion rules
-    promotion = {name: getattr(jax.config, name) for name in ("jax_numpy_dtype_promotion", "jax_numpy_rank_promotion")}
-    try:
-        return command()
-    finally:
-        for name, value in promotion.items():
-            jax.config.update(name, value)
+    return command_in_this_process(monkeypatch)
 
 
 def test_a_name_the_console_cannot_show_is_escaped(tmp_path, monkeypatch):

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from flowsim import devices
+from tests.shared import command_in_this_process
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
@@ -286,8 +287,6 @@ def test_two_processes_give_the_one_process_numbers():
 @pytest.mark.parametrize(("value", "message"), [("abc", "an integer, got 'abc'"), ("0", "an integer >= 1, got 0")])
 def test_a_bad_host_device_count_is_invalid_input(monkeypatch, capsys, value, message):
     """The flowsim executable refuses a bad FLOWSIM_HOST_DEVICES in one line, exit status 2, before any work."""
-    from flowsim.cli import command
-
     monkeypatch.setenv("FLOWSIM_HOST_DEVICES", value)
-    assert command() == 2
+    assert command_in_this_process(monkeypatch) == 2
     assert capsys.readouterr().err == f"flowsim: error: FLOWSIM_HOST_DEVICES must be {message}\n"

@@ -248,6 +248,11 @@ class Run:
 SHELL_POLL_SECONDS = 1.0
 
 
+#: Seconds a cell's outputs may arrive after its reply: nbclient waits 4 s by default and then drops, silently, what
+#: has not arrived, which a loaded machine can exceed. Waited for longer here, and a timeout is an error.
+IOPUB_SECONDS = 120
+
+
 def _poll_the_shell_in_slices(client: NotebookClient) -> None:
     """Make the client's waits for a kernel's reply polls of at most SHELL_POLL_SECONDS, to the same deadline."""
     channel = client.kc.shell_channel
@@ -266,6 +271,13 @@ def _poll_the_shell_in_slices(client: NotebookClient) -> None:
     channel.get_msg = get_msg
 
 
+def _student_environment() -> dict[str, str]:
+    """The kernel's environment: this process's (the compilation cache's variables included) without MPLBACKEND,
+    which the executable sets to Agg for itself (`flowsim.cli.command`) and which would draw the notebooks' figures
+    into no output: in a fresh venv's suite (2026-12-06) a test that ran `command()` in this worker left it set."""
+    return {name: value for name, value in os.environ.items() if name != "MPLBACKEND"}
+
+
 def execute(name: str) -> Run:
     """Execute notebooks/{name}.ipynb in a new temporary folder outside the repository and read its values.
 
@@ -276,10 +288,17 @@ def execute(name: str) -> Run:
     notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     notebook.cells.append(_readout_cell(CHECKS[name].readout))
     with tempfile.TemporaryDirectory(prefix=f"flowsim-notebook-{name}-") as folder:
-        client = NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": folder}})
+        client = NotebookClient(
+            notebook,
+            timeout=300,
+            kernel_name="python3",
+            resources={"metadata": {"path": folder}},
+            iopub_timeout=IOPUB_SECONDS,
+            raise_on_iopub_timeout=True,
+        )
         client.on_notebook_start = lambda **_: _poll_the_shell_in_slices(client)  # its kernel client exists then
         try:
-            client.execute()
+            client.execute(env=_student_environment())
         except CellExecutionError as error:
             return Run(notebook, {}, error)
     readout = notebook.cells.pop()
