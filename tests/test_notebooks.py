@@ -272,9 +272,10 @@ def _poll_the_shell_in_slices(client: NotebookClient) -> None:
 
 
 def _student_environment() -> dict[str, str]:
-    """The kernel's environment: this process's (the compilation cache's variables included) without MPLBACKEND,
-    which the executable sets to Agg for itself (`flowsim.cli.command`) and which would draw the notebooks' figures
-    into no output: in a fresh venv's suite (2026-12-06) a test that ran `command()` in this worker left it set."""
+    """The kernel's environment: this process's (the compilation cache's variables included) without MPLBACKEND.
+    ipykernel chooses its inline backend only where MPLBACKEND is unset, as it is for a student: a headless
+    machine's MPLBACKEND=Agg, or the one the executable sets for itself (`flowsim.cli.command`, once left behind by a
+    test in this worker: a fresh venv's suite, 2026-12-06), would draw the notebooks' figures into no output."""
     return {name: value for name, value in os.environ.items() if name != "MPLBACKEND"}
 
 
