@@ -144,6 +144,7 @@ TABLES = (
         ("python benchmarks/threefry_lowering.py --rounds 2", "python benchmarks/compile_options.py --rounds 2"),
         minutes=15,
     ),
+    Table("suite", "The suite, the demo and the site", ("python benchmarks/fresh_install.py --profile",), minutes=15),
     Table("gpu", "On a GPU", ("bash benchmarks/device_checks.sh",), minutes=10, gpu=True),
 )
 NAMES = tuple(table.name for table in TABLES)

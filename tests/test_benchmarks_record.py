@@ -35,14 +35,18 @@ def test_benchmarks_md_is_short():
     assert len(BENCHMARKS.splitlines()) < MOST_LINES
 
 
-def _regenerate():
-    """benchmarks/regenerate.py as a module (benchmarks/ is not a package)."""
+def _script(name: str):
+    """benchmarks/NAME.py as a module (benchmarks/ is not a package)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("regenerate", REPOSITORY / "benchmarks" / "regenerate.py")
+    spec = importlib.util.spec_from_file_location(name, REPOSITORY / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _regenerate():
+    return _script("regenerate")
 
 
 def _sections() -> dict[str, str]:
@@ -119,3 +123,21 @@ def test_regenerate_runs_commands_into_a_new_folder_and_keeps_going(tmp_path, mo
     assert not (out / f"before-{commit}").exists()  # the worktree it made, removed
     with pytest.raises(SystemExit, match="not an empty folder"):
         regenerate.new_folder(out)
+
+
+def test_the_fresh_install_runs_readmes_two_commands(tmp_path):
+    """benchmarks/fresh_install.py times README's quickstart as it stands: two one-line commands, the first ending in
+    the demo, the second the one .ci/run runs; its profile table sums the workers' records per test file."""
+    fresh_install = _script("fresh_install")
+    first, second = fresh_install.quickstart_commands((REPOSITORY / "README.md").read_text(encoding="utf-8"))
+    assert first.endswith("&& flowsim demo") and second.endswith("&& python -m pytest")
+    assert second in (REPOSITORY / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    with pytest.raises(SystemExit, match="two one-line bash blocks"):
+        fresh_install.quickstart_commands("## Quickstart\n\n```bash\nflowsim demo\n```\n")
+    (tmp_path / "gw0.json").write_text(
+        json.dumps({"a.py": {"wall": 10, "compile": 5, "trace": 1}, "b.py": {"wall": 3}})
+    )
+    (tmp_path / "gw1.json").write_text(json.dumps({"a.py": {"wall": 2, "lower": 1}, "(collection)": {"compile": 2}}))
+    totals, rows = fresh_install.profile_table(tmp_path, files=1)
+    assert totals == {"wall": 15.0, "trace": 1.0, "lower": 1.0, "compile": 7.0}
+    assert rows[2:] == ["| a.py | 12.0 | 7.0 | 58% |", "| all 2 files | 15.0 | 9.0 | 60% |"]
