@@ -122,7 +122,7 @@ def test_in_a_cluster_what_native_code_prints_goes_to_stderr():
         "with _native_stdout_on_stderr():\n"
         "    os.write(1, b'[native]\\n')\n"
         "    print('result', flush=True)\n"
-        "print('after')\n"
+        "print('after', flush=True)\n"  # stdout is a pipe: block-buffered unless PYTHONUNBUFFERED is set
         "os.write(1, b'[native after]\\n')\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
