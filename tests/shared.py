@@ -1,7 +1,9 @@
 """What several test files share: one definition each, so that they also share compiled programs."""
 
 import contextlib
+import json
 import logging
+import os
 import signal
 import sys
 
@@ -73,3 +75,31 @@ def check_command_line(parser, arguments: list[str], where: str, capsys) -> None
         pytest.fail(f"{where} is refused: {capsys.readouterr().err.strip()}")
     assert not unknown, f"{where}: its command has no {' '.join(unknown)}"
     check(args)
+
+
+def interrupted_then_resumed(arguments: str, out, capsys, monkeypatch, units: int) -> None:
+    """`flowsim ARGUMENTS --out OUT` in this process, stopped by a real SIGINT as its first unit of work is stored:
+    exit 130, run.json "interrupted" with that unit kept; then with --resume: exit 0, the unit read back, and the
+    run.json of a whole run of `units` units. Comparing its tables with an uninterrupted run's is the caller's."""
+    from flowsim.cli import main
+    from flowsim.results import RunRecord
+
+    store = RunRecord.unit
+
+    def unit_then_ctrl_c(record, unit, compute):
+        value = store(record, unit, compute)
+        if len(record.units) == 1 and record.resumed is None:
+            os.kill(os.getpid(), signal.SIGINT)  # the handler runs at once, in this (the main) thread
+        return value
+
+    with monkeypatch.context() as patched:
+        patched.setattr(RunRecord, "unit", unit_then_ctrl_c)
+        with default_ctrl_c():
+            assert main([*arguments.split(), "--out", str(out)]) == 130
+        assert "--resume" in capsys.readouterr().err
+        record = json.loads((out / "run.json").read_text())
+        assert record["status"] == "interrupted" and len(record["units"]) == 1
+        assert main([*arguments.split(), "--out", str(out), "--resume"]) == 0
+    assert "1 finished units read back" in capsys.readouterr().err
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "ok" and record["resumed_units"] == 1 and len(record["units"]) == units

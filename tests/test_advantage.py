@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flowsim import slr
+from flowsim import results, slr
 from flowsim._checks import InvalidInput
 from flowsim.cli import main
 from tests import shared
@@ -40,6 +40,20 @@ def test_the_command_writes_the_table_and_the_figure(run):
     assert [(row["attention"], float(row["lam"])) for row in rows] == [(a, lam) for a in MAPS for lam in LAMS]
     for stem in ("advantage.png", "advantage.pdf", "run.json"):
         assert (folder / stem).stat().st_size > 1000
+
+
+def test_an_interrupted_run_resumes_to_the_fixtures_table(run, tmp_path, capsys, monkeypatch):
+    """The fixture's command stopped by a real SIGINT as its first unit (a map at a lam) is stored, then resumed
+    (`tests.shared.interrupted_then_resumed`): the fixture's table, byte for byte, from the same compiled programs;
+    and every file the two runs wrote is listed (--replace empties the folder, refusing nothing)."""
+    _, folder, _ = run
+    resumed = tmp_path / "resumed"
+    units = json.loads((folder / "run.json").read_text())["units"]  # each (map, lam) and the Bayes risk
+    assert len(units) == len(MAPS) * len(LAMS) + 1
+    shared.interrupted_then_resumed(ARGUMENTS, resumed, capsys, monkeypatch, units=len(units))
+    assert (resumed / "advantage.csv").read_bytes() == (folder / "advantage.csv").read_bytes()
+    results.prepare_folder(resumed, replace=True)
+    assert list(resumed.iterdir()) == []
 
 
 def test_softmax_reaches_the_bayes_risk_at_the_bayes_temperature(run):

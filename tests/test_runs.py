@@ -30,7 +30,7 @@ from flowsim._checks import InvalidInput
 from flowsim._interrupt import ctrl_c_kept, interruption, run_interruptibly
 from flowsim.cli import main
 from flowsim.results import RunRecord
-from tests.shared import default_ctrl_c
+from tests.shared import default_ctrl_c, interrupted_then_resumed
 from tests.test_engine_generic import TASK, Y0
 
 #: The longest wait allowed from the SIGINT to the exception: the issue asks for a second or two. The SIGINT is
@@ -421,15 +421,15 @@ def test_the_hosts_memory_without_linuxs_account(monkeypatch):
 
 
 #: Interrupted, resumed and uninterrupted in this process: name: (arguments, the tables to compare, units of the
-#: whole run). Two experiments of one kind (one compiled map and flow serve both). The installed executable, its
-#: device split and a SIGINT from outside: tests/test_default_devices.py.
+#: whole run). Two experiments of one kind (one compiled map and flow serve both). `flowsim advantage` beside its
+#: fixture's run, whose compiled programs it reuses: tests/test_advantage.py. The installed executable, its device
+#: split and a SIGINT from outside: tests/test_default_devices.py.
 RESUMED = {
     "reproduce": (
         "reproduce --quick --seeds 2 --only sphere_small_lambda sphere_schedule",
         ("summary.csv", "attractors.csv", "trajectories.csv"),
         2,
     ),
-    "advantage": ("advantage --quick --maps erf --d 10 --L 3 --bayes-samples 1000", ("advantage.csv",), 4),
 }
 
 
@@ -466,30 +466,12 @@ def test_a_ctrl_c_dropped_in_a_gc_callback_is_raised_before_the_next_unit(tmp_pa
 
 @pytest.mark.parametrize("name", RESUMED)
 def test_an_interrupted_command_resumes_to_the_uninterrupted_tables(name, tmp_path, capsys, monkeypatch):
-    """A real SIGINT to this process as the first unit of work is stored: exit 130, run.json "interrupted" with
-    that unit kept; the same command with --resume reads it back, computes the rest, and writes the tables of an
-    uninterrupted run byte for byte. The interrupted run goes first: the later ones reuse its compiled programs."""
+    """A real SIGINT to this process as the first unit of work is stored, then --resume
+    (`tests.shared.interrupted_then_resumed`): the tables of an uninterrupted run, byte for byte. The interrupted
+    run goes first: the later ones reuse its compiled programs."""
     arguments, tables, units = RESUMED[name]
-    store = RunRecord.unit
-
-    def unit_then_ctrl_c(record, unit, compute):
-        value = store(record, unit, compute)
-        if len(record.units) == 1 and record.resumed is None:
-            os.kill(os.getpid(), signal.SIGINT)  # the handler runs at once, in this (the main) thread
-        return value
-
-    monkeypatch.setattr(RunRecord, "unit", unit_then_ctrl_c)
     resumed = tmp_path / "resumed"
-    with default_ctrl_c():
-        assert main([*arguments.split(), "--out", str(resumed)]) == 130
-    assert "--resume" in capsys.readouterr().err
-    record = json.loads((resumed / "run.json").read_text())
-    assert record["status"] == "interrupted" and len(record["units"]) == 1
-    assert main([*arguments.split(), "--out", str(resumed), "--resume"]) == 0
-    assert "1 finished units read back" in capsys.readouterr().err
-    record = json.loads((resumed / "run.json").read_text())
-    assert record["status"] == "ok" and record["resumed_units"] == 1 and len(record["units"]) == units
-    monkeypatch.undo()
+    interrupted_then_resumed(arguments, resumed, capsys, monkeypatch, units)
     assert main([*arguments.split(), "--out", str(tmp_path / "whole")]) == 0
     for table in tables:
         assert (resumed / table).read_bytes() == (tmp_path / "whole" / table).read_bytes(), table
