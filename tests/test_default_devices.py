@@ -7,7 +7,7 @@ core. Each command runs in a subprocess of its own, sharing the session's compil
 whose flow and SGD chain both run sharded (`compare --attention softmax`: a map taken by a rule, solved by
 the task's own solver), and one run stopped by a real SIGINT and resumed. The engine's sharded numbers
 are checked against one device in tests/test_devices.py; every command's own path in tests/test_cli.py;
-the other commands' interruption and --resume in this process in tests/test_runs.py.
+the other commands' interruption and --resume in this process in tests/test_runs.py and tests/test_advantage.py.
 
 Interruption is a real SIGINT, sent once the run's record lists a finished unit of work; the run is
 then resumed with --resume, and its tables must equal, byte for byte, those of an uninterrupted run.
