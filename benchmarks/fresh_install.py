@@ -13,8 +13,8 @@ else running: the two workers take both cores.
 
 Usage: python benchmarks/fresh_install.py [--commit REV] [--profile] [--files N] [--keep] [--out FOLDER]
 
-Writes FOLDER/fresh_install.json (default: a new folder fresh-install-TIME here); the clone and the environment
-(about 1.5 GB) are removed at the end unless --keep.
+Writes FOLDER/fresh_install.json and each part's log (default FOLDER: a new folder fresh-install-TIME here); the
+clone and the environment (about 1.5 GiB, in FOLDER/work) are removed at the end unless --keep.
 """
 
 import argparse
@@ -168,80 +168,103 @@ def parse_args(argv=None) -> argparse.Namespace:
     return arguments
 
 
+#: What one run needs, said before it starts: the two commands on the 2-core CPU, and the clone and venv on disk.
+MINUTES, DISK_GIB = 12, 1.5
+
+
+def fresh_checkout(commit: str, work: Path) -> tuple[str, Path, Path]:
+    """A clone of this repository at `commit` and a new venv, in `work`: (short commit, clone, venv)."""
+    short = subprocess.run(
+        ["git", "-C", str(REPOSITORY), "rev-parse", "--short", commit], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    repository, venv = work / "repository", work / "venv"
+    subprocess.run(["git", "clone", "--quiet", str(REPOSITORY), str(repository)], check=True)
+    subprocess.run(["git", "-C", str(repository), "checkout", "--quiet", "--detach", short], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    return short, repository, venv
+
+
+def profiled(environment: dict, work: Path) -> tuple[dict, Path]:
+    """`environment` with the profile's plugin loaded by pytest (PYTEST_ADDOPTS): (it, the folder of its records)."""
+    plugins = work / "plugins"
+    (plugins / "profile").mkdir(parents=True)
+    (plugins / "fresh_install_profile.py").write_text(PLUGIN)
+    variables = {"PYTHONPATH": str(plugins), "PYTEST_ADDOPTS": "-p fresh_install_profile"}
+    return {**environment, **variables, "FRESH_INSTALL_PROFILE": str(plugins / "profile")}, plugins / "profile"
+
+
+def run_commands(commands: list[str], repository: Path, environment: dict, suite_environment: dict, out: Path):
+    """Each command part by part, stopping at the first that fails (as `&&` does): the parts' records."""
+    parts = []
+    for index, command in enumerate(commands, start=1):
+        for number, part in enumerate(command.split(" && "), start=1):
+            uses = suite_environment if "pytest" in part else environment
+            parts.append(run_part(part, repository, uses, out / f"command{index}-part{number}.log"))
+            if parts[-1]["status"]:
+                return parts
+    return parts
+
+
+def summary(record: dict) -> list[str]:
+    """The record's lines for the terminal: the demo's, then the suite's against its budget."""
+    lines = []
+    if demo := record["demo"]:
+        lines.append(f"demo: {demo['status']}, its record {demo['seconds']} s, claim holds: {demo['claim_holds']}")
+    if suite := record["suite"]:
+        minutes, seconds = divmod(round(suite["seconds"]), 60)
+        within = "within" if suite["seconds"] <= BUDGET_SECONDS else "over"
+        counts = ", ".join(
+            f"{n} {w}" for w, n in suite.items() if w in ("passed", "skipped", "failed", "error", "errors")
+        )
+        lines.append(
+            f"suite: {counts} in {minutes} min {seconds:02d} s, {within} its {BUDGET_SECONDS // 60}-minute budget"
+        )
+    return lines
+
+
 def main(argv=None) -> int:
     arguments = parse_args(argv)
     out = arguments.out or Path.cwd() / datetime.datetime.now().strftime("fresh-install-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=False)
-    work = out / "work"  # made here, removed here: the clone, the venv, HOME and TMPDIR
-    work.mkdir()
-    commit = subprocess.run(
-        ["git", "-C", str(REPOSITORY), "rev-parse", "--short", arguments.commit],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    repository, venv = work / "repository", work / "venv"
-    subprocess.run(["git", "clone", "--quiet", str(REPOSITORY), str(repository)], check=True)
-    subprocess.run(["git", "-C", str(repository), "checkout", "--quiet", "--detach", commit], check=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    environment = new_user_environment(work, venv)
-    commands = quickstart_commands((repository / "README.md").read_text(encoding="utf-8"))
-    print(f"fresh install of {commit} in {work}", flush=True)
-    if arguments.profile:
-        plugins = work / "plugins"
-        plugins.mkdir()
-        (plugins / "fresh_install_profile.py").write_text(PLUGIN)
-        (plugins / "profile").mkdir()
-        suite_environment = {
-            **environment,
-            "PYTHONPATH": str(plugins),
-            "PYTEST_ADDOPTS": "-p fresh_install_profile",
-            "FRESH_INSTALL_PROFILE": str(plugins / "profile"),
-        }
-    parts = []
-    for index, command in enumerate(commands, start=1):
-        for number, part in enumerate(command.split(" && "), start=1):
-            uses = suite_environment if arguments.profile and "pytest" in part else environment
-            parts.append(run_part(part, repository, uses, out / f"command{index}-part{number}.log"))
-            if parts[-1]["status"]:
-                break
-        if parts[-1]["status"]:
-            break
-    suite = next((part for part in parts if "pytest" in part["command"]), None)
-    record = {
-        "commit": commit,
-        "date": datetime.date.today().isoformat(),
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "load_before": os.getloadavg()[0],
-        "commands": commands,
-        "parts": parts,
-        "demo": demo_record(repository),
-        "suite": {**suite_counts(out / suite["log"]), "seconds": suite["seconds"], "budget": BUDGET_SECONDS}
-        if suite
-        else {},
-    }
-    if arguments.profile and suite:
-        record["profile"], rows = profile_table(plugins / "profile", arguments.files)
-        print("\n".join(rows))
-    (out / "fresh_install.json").write_text(json.dumps(record, indent=1) + "\n")
-    demo = record["demo"]
-    if demo:
-        print(f"demo: {demo['status']}, its record {demo['seconds']} s, claim holds: {demo['claim_holds']}")
-    if suite:
-        minutes, seconds = divmod(round(suite["seconds"]), 60)
-        within = "within" if suite["seconds"] <= BUDGET_SECONDS else "over"
-        counts = ", ".join(
-            f"{n} {w}" for w, n in record["suite"].items() if w in ("passed", "skipped", "failed", "error", "errors")
+    free = shutil.disk_usage(out).free / 2**30
+    if free < 2 * DISK_GIB:
+        raise SystemExit(
+            f"{out} has {free:.1f} GiB free: a fresh install needs about {DISK_GIB} GiB (twice that asked)"
         )
-        print(f"suite: {counts} in {minutes} min {seconds:02d} s, {within} its {BUDGET_SECONDS // 60}-minute budget")
-    if not arguments.keep:
-        shutil.rmtree(work)
-    print(f"record: {out / 'fresh_install.json'}")
-    return (
-        0
-        if all(part["status"] == 0 for part in parts) and len(parts) == sum(c.count(" && ") + 1 for c in commands)
-        else 1
-    )
+    print(f"about {MINUTES} min on 2 cores and {DISK_GIB} GiB in {out / 'work'} (removed at the end unless --keep)")
+    load = os.getloadavg()[0]
+    work = out / "work"  # made here, removed here: the clone, the venv, HOME and TMPDIR; the logs stay in `out`
+    work.mkdir()
+    try:
+        commit, repository, venv = fresh_checkout(arguments.commit, work)
+        environment = new_user_environment(work, venv)
+        commands = quickstart_commands((repository / "README.md").read_text(encoding="utf-8"))
+        print(f"fresh install of {commit} in {work}", flush=True)
+        suite_environment, profile = profiled(environment, work) if arguments.profile else (environment, None)
+        parts = run_commands(commands, repository, environment, suite_environment, out)
+        suite = next((part for part in parts if "pytest" in part["command"]), None)
+        record = {
+            "commit": commit,
+            "date": datetime.date.today().isoformat(),
+            "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "load_at_start": load,
+            "commands": commands,
+            "parts": parts,
+            "demo": demo_record(repository),
+            "suite": {**suite_counts(out / suite["log"]), "seconds": suite["seconds"], "budget": BUDGET_SECONDS}
+            if suite
+            else {},
+        }
+        if profile is not None and suite:
+            record["profile"], rows = profile_table(profile, arguments.files)
+            print("\n".join(rows))
+    finally:
+        if not arguments.keep:
+            shutil.rmtree(work)
+    (out / "fresh_install.json").write_text(json.dumps(record, indent=1) + "\n")
+    print("\n".join([*summary(record), f"record: {out / 'fresh_install.json'}"]))
+    every_part = sum(command.count(" && ") + 1 for command in commands)
+    return 0 if len(parts) == every_part and not any(part["status"] for part in parts) else 1
 
 
 if __name__ == "__main__":
