@@ -149,7 +149,8 @@ def profile_table(folder: Path, files: int) -> tuple[dict, list[str]]:
         rows.append(f"| {name} | {wall:.1f} | {jax_seconds[name]:.1f} | {share:.0%} |")
     tested = sum(1 for counts in per_file.values() if counts.get("wall"))  # not "(collection)": imports' compiles
     compiled = totals["trace"] + totals["lower"] + totals["compile"]
-    rows.append(f"| all {tested} files | {totals['wall']:.1f} | {compiled:.1f} | {compiled / totals['wall']:.0%} |")
+    share = f"{compiled / totals['wall']:.0%}" if totals["wall"] else "–"  # no record: the plugin did not load
+    rows.append(f"| all {tested} files | {totals['wall']:.1f} | {compiled:.1f} | {share} |")
     return totals, rows
 
 
@@ -217,7 +218,8 @@ def summary(record: dict) -> list[str]:
             f"{n} {w}" for w, n in suite.items() if w in ("passed", "skipped", "failed", "error", "errors")
         )
         lines.append(
-            f"suite: {counts} in {minutes} min {seconds:02d} s, {within} its {BUDGET_SECONDS // 60}-minute budget"
+            f"suite: exit {suite['status']}, {counts or 'no counts'} in {minutes} min {seconds:02d} s, {within} its "
+            f"{BUDGET_SECONDS // 60}-minute budget"
         )
     return lines
 
@@ -251,7 +253,12 @@ def main(argv=None) -> int:
             "commands": commands,
             "parts": parts,
             "demo": demo_record(repository),
-            "suite": {**suite_counts(out / suite["log"]), "seconds": suite["seconds"], "budget": BUDGET_SECONDS}
+            "suite": {
+                **suite_counts(out / suite["log"]),
+                "status": suite["status"],
+                "seconds": suite["seconds"],
+                "budget": BUDGET_SECONDS,
+            }
             if suite
             else {},
         }

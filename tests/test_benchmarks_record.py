@@ -127,7 +127,8 @@ def test_regenerate_runs_commands_into_a_new_folder_and_keeps_going(tmp_path, mo
 
 def test_the_fresh_install_runs_readmes_two_commands(tmp_path):
     """benchmarks/fresh_install.py times README's quickstart as it stands: two one-line commands, the first ending in
-    the demo, the second the one .ci/run runs; its profile table sums the workers' records per test file."""
+    the demo, the second the one .ci/run runs; its profile table sums the workers' records per test file, and its
+    summary holds the suite's exit status and counts against the budget."""
     fresh_install = _script("fresh_install")
     first, second = fresh_install.quickstart_commands((REPOSITORY / "README.md").read_text(encoding="utf-8"))
     assert first.endswith("&& flowsim demo") and second.endswith("&& python -m pytest")
@@ -141,3 +142,7 @@ def test_the_fresh_install_runs_readmes_two_commands(tmp_path):
     totals, rows = fresh_install.profile_table(tmp_path, files=1)
     assert totals == {"wall": 15.0, "trace": 1.0, "lower": 1.0, "compile": 7.0}
     assert rows[2:] == ["| a.py | 12.0 | 7.0 | 58% |", "| all 2 files | 15.0 | 9.0 | 60% |"]
+    record = {"demo": {}, "suite": {"passed": 3, "failed": 1, "status": 1, "seconds": 481.0}}
+    assert fresh_install.summary(record) == [
+        "suite: exit 1, 3 passed, 1 failed in 8 min 01 s, over its 8-minute budget"
+    ]
