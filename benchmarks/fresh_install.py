@@ -166,6 +166,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     arguments = parser.parse_args(argv)
     if arguments.files < 1:
         parser.error(f"--files must be at least 1, got {arguments.files}")
+    if arguments.out is not None and arguments.out.exists():
+        parser.error(f"--out must be a new folder: {arguments.out} exists")
+    known = subprocess.run(
+        ["git", "-C", str(REPOSITORY), "rev-parse", "--verify", "--quiet", f"{arguments.commit}^{{commit}}"],
+        capture_output=True,
+    )
+    if known.returncode:
+        parser.error(f"--commit: {arguments.commit!r} is not a commit of {REPOSITORY}")
     return arguments
 
 

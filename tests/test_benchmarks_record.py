@@ -125,7 +125,7 @@ def test_regenerate_runs_commands_into_a_new_folder_and_keeps_going(tmp_path, mo
         regenerate.new_folder(out)
 
 
-def test_the_fresh_install_runs_readmes_two_commands(tmp_path):
+def test_the_fresh_install_runs_readmes_two_commands(tmp_path, capsys):
     """benchmarks/fresh_install.py times README's quickstart as it stands: two one-line commands, the first ending in
     the demo, the second the one .ci/run runs; its profile table sums the workers' records per test file, and its
     summary holds the suite's exit status and counts against the budget."""
@@ -142,6 +142,13 @@ def test_the_fresh_install_runs_readmes_two_commands(tmp_path):
     totals, rows = fresh_install.profile_table(tmp_path, files=1)
     assert totals == {"wall": 15.0, "trace": 1.0, "lower": 1.0, "compile": 7.0}
     assert rows[2:] == ["| a.py | 12.0 | 7.0 | 58% |", "| all 2 files | 15.0 | 9.0 | 60% |"]
+    for arguments, said in (
+        (["--files", "0"], "--files must be at least 1"),
+        (["--commit", "no-such-commit"], "--commit"),
+    ):
+        with pytest.raises(SystemExit):
+            fresh_install.parse_args(arguments)
+        assert said in capsys.readouterr().err
     record = {"demo": {}, "suite": {"passed": 3, "failed": 1, "status": 1, "seconds": 481.0}}
     assert fresh_install.summary(record) == [
         "suite: exit 1, 3 passed, 1 failed in 8 min 01 s, over its 8-minute budget"
