@@ -117,12 +117,20 @@ def demo_record(repository: Path) -> dict:
 
 
 def suite_counts(log: Path) -> dict:
-    """pytest's last line: passed, skipped, failed, errors and its own seconds."""
+    """pytest's last line (passed, skipped, failed, errors, its own seconds) and the reasons of its skips (`-ra`'s
+    "SKIPPED [N] file:line: reason" lines): a run without Chromium skips the site's browser checks, and its time is
+    not the full suite's."""
     lines = log.read_text(errors="replace").splitlines()
     last = next((line for line in reversed(lines) if re.search(r"\bin [\d.]+s\b", line)), "")
     counts = {word: int(number) for number, word in re.findall(r"(\d+) (passed|skipped|failed|errors?)", last)}
     seconds = re.search(r"\bin ([\d.]+)s\b", last)
-    return {**counts, "pytest_seconds": float(seconds.group(1)) if seconds else None}
+    skips = [
+        f"{count} in {where}: {why}"
+        for count, where, why in re.findall(
+            r"^SKIPPED \[(\d+)\] (\S+?):\d+: (.*)$", "\n".join(lines), flags=re.MULTILINE
+        )
+    ]
+    return {**counts, "pytest_seconds": float(seconds.group(1)) if seconds else None, "skipped_because": skips}
 
 
 def profile_table(folder: Path, files: int) -> tuple[dict, list[str]]:
@@ -229,6 +237,7 @@ def summary(record: dict) -> list[str]:
             f"suite: exit {suite['status']}, {counts or 'no counts'} in {minutes} min {seconds:02d} s, {within} its "
             f"{BUDGET_SECONDS // 60}-minute budget"
         )
+        lines += [f"  skipped: {reason}" for reason in suite.get("skipped_because", [])]
     return lines
 
 

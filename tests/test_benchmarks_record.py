@@ -149,6 +149,19 @@ def test_the_fresh_install_runs_readmes_two_commands(tmp_path, capsys):
         with pytest.raises(SystemExit):
             fresh_install.parse_args(arguments)
         assert said in capsys.readouterr().err
+    log = tmp_path / "pytest.log"
+    log.write_text(
+        "SKIPPED [5] tests/test_notebooks.py:347: minutes of work: FLOWSIM_NOTEBOOKS=1 executes every notebook\n"
+        "=== 3 passed, 5 skipped in 12.50s (0:00:12) ===\n"
+    )
+    assert fresh_install.suite_counts(log) == {
+        "passed": 3,
+        "skipped": 5,
+        "pytest_seconds": 12.5,
+        "skipped_because": [
+            "5 in tests/test_notebooks.py: minutes of work: FLOWSIM_NOTEBOOKS=1 executes every notebook"
+        ],
+    }
     record = {"demo": {}, "suite": {"passed": 3, "failed": 1, "status": 1, "seconds": 481.0}}
     assert fresh_install.summary(record) == [
         "suite: exit 1, 3 passed, 1 failed in 8 min 01 s, over its 8-minute budget"
