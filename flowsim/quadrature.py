@@ -33,6 +33,7 @@ __all__ = [
     "MAX_PRODUCT_POINTS",
     "SOBOL_DIMENSIONS",
     "GaussianRule",
+    "cached_rule",
     "default_rule",
     "gauss_hermite",
     "product",
@@ -122,7 +123,23 @@ def sobol(m: int, points: int = DEFAULT_SOBOL_POINTS, seed: int = 0) -> Gaussian
     return GaussianRule(jnp.asarray(normal), jnp.full(points, 1.0 / points), name)
 
 
-@functools.cache  # a rule is immutable: the Sobol' set is drawn once per dimension
+def cached_rule(make):
+    """`functools.cache` for a function that makes a rule (immutable, so made once per arguments).
+
+    The rule is made with concrete arrays even when it is first asked for inside a trace (`jax.jit`, `jax.vmap`,
+    `jax.grad`): there `jnp.asarray` gives a tracer, which the cache would keep and hand, leaked, to later calls.
+    """
+
+    @functools.cache
+    @functools.wraps(make)
+    def cached(*arguments):
+        with jax.ensure_compile_time_eval():
+            return make(*arguments)
+
+    return cached
+
+
+@cached_rule  # the Sobol' set is drawn once per dimension
 def default_rule(m: int, points: int = DEFAULT_SOBOL_POINTS) -> GaussianRule:
     """The product Gauss-Hermite rule of the highest order <= `MAX_ORDER` with at most `MAX_PRODUCT_POINTS`
     points, if that order is at least `MIN_ORDER` (m <= 4), else a Sobol' set of `points` points.

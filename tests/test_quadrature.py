@@ -74,6 +74,17 @@ def test_the_default_rule_is_a_product_rule_while_it_is_small():
     assert quadrature.default_rule(5).name == "sobol(5, 16384 points, seed 0)"
 
 
+def test_a_rule_first_asked_for_inside_a_trace_is_kept_concrete():
+    """A cached rule made for the first time inside jax.jit holds arrays, not the trace's tracers (which the cache
+    would hand, leaked, to every later call): the jitted call and a later plain one use the same rule."""
+    made = quadrature.cached_rule(lambda order: quadrature.gauss_hermite(2, order))
+    inside = jax.jit(lambda a: made(6).expectation(_exponential, a))(A3[:2])
+    rule = made(6)
+    assert not isinstance(rule.points, jax.core.Tracer) and not isinstance(rule.weights, jax.core.Tracer)
+    assert float(rule.expectation(_exponential, A3[:2])) == pytest.approx(float(inside), rel=1e-14)
+    assert float(inside) == pytest.approx(_moment_generating(A3[:2]), rel=1e-9)  # order 6: 3.4e-10
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [

@@ -32,7 +32,7 @@ from flowsim._memory import Cost, Need, check_work, float_bytes
 from flowsim._task import images
 from flowsim.fixedpoints import classify
 from flowsim.integrate import solve_flow
-from flowsim.quadrature import GaussianRule
+from flowsim.quadrature import GaussianRule, cached_rule
 from flowsim.results import unit_name
 from flowsim.tasks.slr._attention import AttentionMap, as_attention_map
 from flowsim.tasks.slr._family import DataModel, Lengths, max_slr, spiked_slr
@@ -104,7 +104,7 @@ def token_rule(data: DataModel, L: int, order: int, h_order: int = 1) -> Gaussia
     return _token_rule(bool(data.spiked), L, order, h_order if not data.spiked else 1)
 
 
-@functools.cache  # a rule is immutable; a sweep asks for the same few many times
+@cached_rule  # a sweep asks for the same few many times
 def _token_rule(spiked: bool, L: int, order: int, h_order: int) -> GaussianRule:
     nodes, weights = np.polynomial.hermite_e.hermegauss(order)
     weights = weights / math.sqrt(2 * math.pi)
