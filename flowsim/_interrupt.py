@@ -14,6 +14,7 @@ session sends, as it treats Ctrl-C: the run stops within a second or so and keep
 default action would end the process at once (`TERMINATING`).
 """
 
+import _thread
 import concurrent.futures
 import contextlib
 import contextvars
@@ -48,9 +49,11 @@ _STOP = threading.Event()
 #: raises `Interrupted` with what it computed; a Ctrl-C left unreported is raised by `ctrl_c_stops` itself.
 _REPORTED = threading.Event()
 #: Set by `ctrl_c_kept`'s handler: a Ctrl-C whose KeyboardInterrupt may have been dropped (raised inside a garbage
-#: collector's callback, which Python reports as "Exception ignored" and drops: JAX registers one); raised again by
-#: `raise_if_ctrl_c`.
+#: collector's callback, which Python reports as "Exception ignored" and drops: JAX registers one); raised again
+#: milliseconds later (`_REDELIVERING`), and by `raise_if_ctrl_c` while it is still pending.
 _PENDING = threading.Event()
+#: Set while a dropped KeyboardInterrupt is delivered again: the handler raises it, a repeated SIGTERM or not.
+_REDELIVERING = threading.Event()
 #: The signals that stop a computation: SIGINT (Ctrl-C), and `TERMINATING` within the command line's `ctrl_c_kept`.
 _SIGNALS = contextvars.ContextVar("flowsim_stop_signals", default=(signal.SIGINT,))
 #: The last of them received (SIGINT until one is): what `interruption` names.
@@ -151,8 +154,9 @@ def _unheard(signals, on_unheard) -> Iterator[None]:
 @contextlib.contextmanager
 def ctrl_c_kept(terminate: bool = False, on_unheard=None) -> Iterator[None]:
     """Within (a command's run, in the main thread): Ctrl-C raises KeyboardInterrupt as usual and is also
-    remembered, so that one raised where Python drops exceptions (a garbage collector's callback) is raised again
-    at the next `raise_if_ctrl_c` (before each unit of work of a run), instead of being lost.
+    remembered, so that one raised where Python drops exceptions (a garbage collector's callback) is not lost: the
+    signal is delivered again `REDELIVERY_SECONDS` later, and `raise_if_ctrl_c` (before each unit of work of a run)
+    raises one still pending. (Raised only there, a SIGTERM took seconds while eager operations compiled.)
 
     The KeyboardInterrupt Python drops is not printed either ("Exception ignored in ... Traceback"): it is not lost,
     and a user who pressed Ctrl-C should read that the run stopped, not a traceback. Other dropped exceptions are
@@ -174,7 +178,9 @@ def ctrl_c_kept(terminate: bool = False, on_unheard=None) -> Iterator[None]:
 
     def handler(signum, frame):
         _HEARD.set()
-        if signum != signal.SIGINT and _RECEIVED[0] != signal.SIGINT:
+        redelivered = _REDELIVERING.is_set()
+        _REDELIVERING.clear()
+        if signum != signal.SIGINT and _RECEIVED[0] != signal.SIGINT and not redelivered:
             return  # a repeated SIGTERM or SIGHUP (a hangup can send two): the run is stopping, writing what it had
         _RECEIVED[0] = signum
         _PENDING.set()
@@ -185,8 +191,15 @@ def ctrl_c_kept(terminate: bool = False, on_unheard=None) -> Iterator[None]:
     def unraisable(report):
         if not (isinstance(report.exc_value, KeyboardInterrupt) and _PENDING.is_set()):
             previous_hook(report)
+        elif threading.current_thread() is threading.main_thread():
+            # Dropped: the signal is delivered again, so that its handler raises once the main thread has left the
+            # callback. Not from here, nor from a thread this hook waits for: its handler would run, and its
+            # KeyboardInterrupt be dropped, in this hook. One dropped again is delivered again.
+            _REDELIVERING.set()
+            _thread.start_new_thread(_deliver_again, (_RECEIVED[0],))
 
     _PENDING.clear()
+    _REDELIVERING.clear()
     _RECEIVED[0] = signal.SIGINT
     signals = (signal.SIGINT, *TERMINATING) if terminate else (signal.SIGINT,)
     token = _SIGNALS.set(signals)
@@ -198,6 +211,18 @@ def ctrl_c_kept(terminate: bool = False, on_unheard=None) -> Iterator[None]:
         sys.unraisablehook = previous_hook
         _SIGNALS.reset(token)
         _PENDING.clear()
+        _REDELIVERING.clear()
+
+
+#: How long `ctrl_c_kept` waits before delivering again a signal whose KeyboardInterrupt was dropped: time for the
+#: main thread to leave the garbage collector's callback it was raised in (microseconds), and nothing to a user.
+REDELIVERY_SECONDS = 0.01
+
+
+def _deliver_again(signum: int) -> None:
+    """In a thread of its own: `signum` to the main thread's handler again, `REDELIVERY_SECONDS` from now."""
+    time.sleep(REDELIVERY_SECONDS)
+    _thread.interrupt_main(signum)
 
 
 def raise_if_ctrl_c() -> None:
@@ -237,6 +262,7 @@ def ctrl_c_stops() -> Iterator[None]:
 
     def handler(signum, frame):
         _HEARD.set()
+        _REDELIVERING.clear()  # a dropped KeyboardInterrupt delivered again (`ctrl_c_kept`) is this stop
         if _STOP.is_set():
             if signum == signal.SIGINT:
                 signal.default_int_handler(signum, frame)  # the second Ctrl-C: KeyboardInterrupt
