@@ -220,9 +220,11 @@ REDELIVERY_SECONDS = 0.01
 
 
 def _deliver_again(signum: int) -> None:
-    """In a thread of its own: `signum` to the main thread's handler again, `REDELIVERY_SECONDS` from now."""
+    """In a thread of its own: `signum` to the main thread's handler again, `REDELIVERY_SECONDS` from now, unless a
+    handler took a signal up meanwhile or `ctrl_c_kept`'s block has ended (a program's own handler would get it)."""
     time.sleep(REDELIVERY_SECONDS)
-    _thread.interrupt_main(signum)
+    if _REDELIVERING.is_set():
+        _thread.interrupt_main(signum)
 
 
 def raise_if_ctrl_c() -> None:
