@@ -25,10 +25,11 @@ import numpy as np
 import pytest
 
 import flowsim
-from flowsim import _memory, results
+from flowsim import _interrupt, _memory, results
 from flowsim._checks import InvalidInput
 from flowsim._interrupt import ctrl_c_kept, interruption, run_interruptibly
 from flowsim.cli import main
+from flowsim.results import RunRecord
 from tests.shared import default_ctrl_c, interrupted_then_resumed
 from tests.test_engine_generic import TASK, Y0
 
@@ -432,6 +433,21 @@ RESUMED = {
 }
 
 
+def _ctrl_c_in_a_gc_callback() -> None:
+    """A real SIGINT whose KeyboardInterrupt is raised inside a garbage collector's callback, where Python drops it."""
+
+    def interrupting(phase, info):
+        gc.callbacks.remove(interrupting)  # once
+        os.kill(os.getpid(), signal.SIGINT)  # the handler runs at once: inside this callback
+
+    gc.callbacks.append(interrupting)
+    try:
+        gc.collect()
+    finally:
+        if interrupting in gc.callbacks:
+            gc.callbacks.remove(interrupting)
+
+
 def test_a_ctrl_c_dropped_in_a_gc_callback_is_raised_again_at_once():
     """Python drops an exception raised in a garbage collector's callback ("Exception ignored in": JAX registers
     one), so a Ctrl-C whose KeyboardInterrupt landed there was lost (a full-suite run finished an interrupted sweep
@@ -440,19 +456,13 @@ def test_a_ctrl_c_dropped_in_a_gc_callback_is_raised_again_at_once():
     delivered again: its KeyboardInterrupt comes within milliseconds (`REDELIVERY_SECONDS`), in the work that follows.
     Nor is the dropped KeyboardInterrupt reported as "Exception ignored" with a traceback (CI saw one in an interrupted
     sweep's stderr); another exception dropped there still is."""
-
-    def interrupting(phase, info):
-        gc.callbacks.remove(interrupting)  # once
-        os.kill(os.getpid(), signal.SIGINT)  # its KeyboardInterrupt is raised inside this callback, and dropped
-
     reported = []  # what reaches the hook that prints "Exception ignored in ..."
     hook, sys.unraisablehook = sys.unraisablehook, lambda report: reported.append(report.exc_type)
     try:
         with default_ctrl_c(), ctrl_c_kept():
-            gc.callbacks.append(interrupting)
             collected = []  # when the collection ended (a full one takes a second in a long test process)
             with pytest.raises(KeyboardInterrupt):
-                gc.collect()
+                _ctrl_c_in_a_gc_callback()
                 collected.append(time.monotonic())
                 while time.monotonic() - collected[0] < 2.0:  # Python's work after the collection: 2 s unless stopped
                     pass
@@ -461,10 +471,20 @@ def test_a_ctrl_c_dropped_in_a_gc_callback_is_raised_again_at_once():
             sys.unraisablehook(types.SimpleNamespace(exc_type=ValueError, exc_value=error, exc_traceback=None))
     finally:
         sys.unraisablehook = hook
-        if interrupting in gc.callbacks:
-            gc.callbacks.remove(interrupting)
     assert waited < 0.5, waited  # 0.01 s here alone
     assert reported == [ValueError]
+
+
+def test_a_ctrl_c_dropped_and_not_yet_delivered_again_stops_the_next_unit(tmp_path, monkeypatch):
+    """Until it is delivered again (`REDELIVERY_SECONDS`, postponed here past the test), the dropped Ctrl-C is pending:
+    the run's next unit of work raises it instead of starting (`raise_if_ctrl_c`)."""
+    monkeypatch.setattr(_interrupt, "REDELIVERY_SECONDS", 5.0)  # after the block: nothing is delivered then
+    record = RunRecord(tmp_path / "run", "test", {}, seed=0)
+    with default_ctrl_c(), ctrl_c_kept():
+        _ctrl_c_in_a_gc_callback()
+        with pytest.raises(KeyboardInterrupt):
+            record.unit("next", lambda: 1.0)
+    assert record.units == []
 
 
 @pytest.mark.parametrize("name", RESUMED)
