@@ -45,10 +45,6 @@ def _script(name: str):
     return module
 
 
-def _regenerate():
-    return _script("regenerate")
-
-
 def _sections() -> dict[str, str]:
     """BENCHMARKS.md's sections by heading."""
     parts = re.split(r"^## (.+)$", BENCHMARKS, flags=re.MULTILINE)
@@ -63,7 +59,7 @@ def test_regenerate_runs_every_script_and_quotes_each_section():
     """One command regenerates every table: each script BENCHMARKS.md names is run by a table of
     benchmarks/regenerate.py, each table's first command is written verbatim in its section, and every
     script a table runs is named there."""
-    regenerate, sections = _regenerate(), _sections()
+    regenerate, sections = _script("regenerate"), _sections()
     run = {word for table in regenerate.TABLES for c in table.commands for word in c.split() if word in NAMED}
     assert NAMED - NOT_MEASURING - run == set()
     for table in regenerate.TABLES:
@@ -78,7 +74,7 @@ def test_regenerate_runs_every_script_and_quotes_each_section():
 
 
 def test_regenerate_plan_and_its_estimate_as_benchmarks_md_states_them():
-    regenerate = _regenerate()
+    regenerate = _script("regenerate")
     tables = regenerate.plan()
     assert [t.name for t in tables] == [t.name for t in regenerate.TABLES if not t.gpu]
     total = regenerate.format_minutes(sum(t.minutes for t in tables))
@@ -89,7 +85,7 @@ def test_regenerate_plan_and_its_estimate_as_benchmarks_md_states_them():
 
 
 def test_regenerate_refuses_unknown_tables_naming_the_known_ones(capsys):
-    regenerate = _regenerate()
+    regenerate = _script("regenerate")
     with pytest.raises(SystemExit) as stop:
         regenerate.parse_args(["--only", "flows"])
     assert stop.value.code == 2
@@ -99,7 +95,7 @@ def test_regenerate_refuses_unknown_tables_naming_the_known_ones(capsys):
 
 def test_regenerate_runs_commands_into_a_new_folder_and_keeps_going(tmp_path, monkeypatch):
     """A failing command is recorded and the next one runs; the summary holds both; BEFORE becomes a worktree."""
-    regenerate = _regenerate()
+    regenerate = _script("regenerate")
     repository = tmp_path / "repository"
     repository.mkdir()
     git = ["git", "-C", str(repository), "-c", "user.name=t", "-c", "user.email=t@t"]
