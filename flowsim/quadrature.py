@@ -132,9 +132,9 @@ def cached_rule(make):
 
     @functools.cache
     @functools.wraps(make)
-    def cached(*arguments):
+    def cached(*arguments, **keywords):
         with jax.ensure_compile_time_eval():
-            return make(*arguments)
+            return make(*arguments, **keywords)
 
     return cached
 

@@ -72,6 +72,7 @@ def test_the_default_rule_is_a_product_rule_while_it_is_small():
     assert quadrature.default_rule(3).name == "gauss-hermite(3, order 16)"  # the 4096-point budget spent
     assert quadrature.default_rule(4).name == "gauss-hermite(4, order 8)"
     assert quadrature.default_rule(5).name == "sobol(5, 16384 points, seed 0)"
+    assert quadrature.default_rule(5, points=1024).name == "sobol(5, 1024 points, seed 0)"  # its cache takes keywords
 
 
 def test_a_rule_first_asked_for_inside_a_trace_is_kept_concrete():
